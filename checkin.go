@@ -1,0 +1,318 @@
+package claimcheck
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Object metadata written with every payload, so a re-check-in can tell
+// whether the object at a key already holds the same bytes without reading
+// them, and operators can inspect an object's identity.
+const (
+	metaSHA256 = "claimcheck-sha256"
+	metaSize   = "claimcheck-size"
+	metaTenant = "claimcheck-tenant"
+)
+
+// CheckInOptions adjust one check-in. The zero value checks a payload in
+// under its content address.
+type CheckInOptions struct {
+	// ContentType is the payload's media type, recorded in the ticket and on
+	// the object. At most MaxContentTypeLen bytes.
+	ContentType string
+	// Name, when set, stores the payload under a stable business key
+	// (payloads/<tenant>/named/<Name>[@<Version>]) instead of its content
+	// address: A-Z, a-z, 0-9, '-', '_', '.', and '/' between segments, at most
+	// MaxNameLen bytes. Re-checking the same bytes in is a no-op; different
+	// bytes under the same name and version fail with ErrKeyConflict.
+	Name string
+	// Version distinguishes payloads that legitimately change under one Name
+	// (a reissued label). At most MaxVersionLen bytes, no '/'.
+	Version string
+	// Result stores the payload under the results prefix (results/).
+	Result bool
+	// Progress, if set, is called as bytes are read from the payload, with the
+	// running total in bytes.
+	Progress func(n int64)
+}
+
+// CheckIn streams r into the store and returns its ticket. It reads r to
+// EOF, computing size and SHA-256 on the way; memory does not grow with the
+// payload (at most the inline threshold plus copy buffers are held).
+//
+// Payloads of at most the inline threshold travel inline in the ticket and
+// touch no object. Larger ones are spooled to a temporary file while hashed
+// (the content address is known only at the end of the stream), then
+// written to their key with a conditional create. An object already at the
+// key with the same digest and size is left as it is: a retried check-in
+// writes nothing new. The object is durable (acknowledged by the store;
+// fsynced with its directory on file://) before CheckIn returns, and a
+// failed or cancelled check-in leaves no object at its final key.
+//
+// Errors: ErrTicketInvalid for a bad tenant, name, version or content type;
+// ErrPayloadTooLarge past Options.MaxPayloadSize; ErrKeyConflict when a
+// named key holds other bytes; ErrUnavailable or ErrAccessDenied from the
+// store; the reader's own error, wrapped, if reading r fails.
+func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions) (*Ticket, error) {
+	if opts == nil {
+		opts = &CheckInOptions{}
+	}
+	if err := ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("claimcheck: check in: %v: %w", err, ErrTicketInvalid)
+	}
+	if err := validateContentType(opts.ContentType); err != nil {
+		return nil, fmt.Errorf("claimcheck: check in tenant=%s: %v: %w", tenant, err, ErrTicketInvalid)
+	}
+	var key string
+	if opts.Name != "" {
+		k, err := namedKey(opts.Result, tenant, opts.Name, opts.Version)
+		if err != nil {
+			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %v: %w", tenant, err, ErrTicketInvalid)
+		}
+		key = k
+	} else if opts.Version != "" {
+		return nil, fmt.Errorf("claimcheck: check in tenant=%s: a version needs a name: %w", tenant, ErrTicketInvalid)
+	}
+
+	h := newDigester(s.keys.tenantMAC(tenant))
+	src := &countingReader{r: r, progress: opts.Progress}
+	t := &Ticket{Version: TicketVersion, Tenant: tenant, ContentType: opts.ContentType, Created: time.Now().UTC()}
+
+	// Read up to threshold+1 bytes: if the stream ends within the threshold,
+	// the payload travels inline.
+	var head bytes.Buffer
+	if s.threshold >= 0 {
+		if _, err := io.CopyN(&head, src, s.threshold+1); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("claimcheck: check in tenant=%s: read payload: %w", tenant, err)
+		}
+		if int64(head.Len()) <= s.threshold {
+			if err := s.checkSize(int64(head.Len())); err != nil {
+				return nil, err
+			}
+			h.Write(head.Bytes())
+			t.SHA256, t.Size = h.sha256(), int64(head.Len())
+			if t.Size > 0 {
+				t.Inline = bytes.Clone(head.Bytes())
+			}
+			return t, nil
+		}
+	}
+
+	spool, err := s.createSpool()
+	if err != nil {
+		return nil, err
+	}
+	defer spool.Close()
+	limit := &limitWriter{w: io.MultiWriter(spool, h), max: s.maxSize}
+	if _, err := limit.Write(head.Bytes()); err != nil {
+		return nil, s.tooLarge(tenant, err)
+	}
+	head = bytes.Buffer{}
+	if _, err := io.Copy(limit, contextReader{ctx, src}); err != nil {
+		if errors.Is(err, ErrPayloadTooLarge) {
+			return nil, s.tooLarge(tenant, err)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w: %w", tenant, ErrUnavailable, ctx.Err())
+		}
+		return nil, fmt.Errorf("claimcheck: check in tenant=%s: read payload: %w", tenant, pathErrNoName(err))
+	}
+	t.SHA256, t.Size = h.sha256(), limit.n
+	if key == "" {
+		key = contentKey(opts.Result, tenant, h.keyDigest())
+	}
+	t.Store, t.Key = s.name, key
+
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("claimcheck: check in %s: rewind spool: %v", t, pathErrNoName(err))
+	}
+	if err := s.put(ctx, t, spool); err != nil {
+		return nil, err
+	}
+	if _, err := t.Marshal(); err != nil { // budget guard: never hand out an oversized ticket
+		return nil, err
+	}
+	return t, nil
+}
+
+// put writes the spooled payload to t.Key unless an object with the same
+// digest and size is already there.
+func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
+	if same, err := s.holds(ctx, t); err != nil || same {
+		return err
+	}
+	var file *os.File
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.bucket.NewWriter(wctx, t.Key, &blob.WriterOptions{
+		ContentType:                 t.ContentType,
+		DisableContentTypeDetection: t.ContentType == "",
+		IfNotExist:                  true,
+		Metadata: map[string]string{
+			metaSHA256: t.SHA256,
+			metaSize:   strconv.FormatInt(t.Size, 10),
+			metaTenant: t.Tenant,
+		},
+		BeforeWrite: func(as func(any) bool) error {
+			as(&file) // fileblob exposes its temporary *os.File
+			return nil
+		},
+	})
+	if err != nil {
+		return storeError("claimcheck: check in "+t.String(), err, false)
+	}
+	if _, err := io.Copy(w, body); err != nil {
+		cancel() // cancelling before Close commits nothing
+		_ = w.Close()
+		return storeError("claimcheck: check in "+t.String()+": write", err, false)
+	}
+	if file != nil && s.fileRoot != "" {
+		// Durable before the rename is relied on (DESIGN.md invariant 1).
+		if err := file.Sync(); err != nil {
+			cancel()
+			_ = w.Close()
+			return fmt.Errorf("claimcheck: check in %s: fsync: %v: %w", t, pathErrNoName(err), ErrUnavailable)
+		}
+	}
+	if err := w.Close(); err != nil {
+		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			// Lost a race with a concurrent check-in of the same key.
+			if same, herr := s.holds(ctx, t); herr != nil || same {
+				return herr
+			}
+			return fmt.Errorf("claimcheck: check in %s: %w", t, ErrKeyConflict)
+		}
+		return storeError("claimcheck: check in "+t.String()+": commit", err, false)
+	}
+	if file != nil && s.fileRoot != "" {
+		if err := s.syncDirs(filepath.Dir(file.Name())); err != nil {
+			return fmt.Errorf("claimcheck: check in %s: fsync directory: %v: %w", t, pathErrNoName(err), ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+// holds reports whether the object at t.Key already holds t's payload,
+// judged by the digest and size recorded on it. Another object there is
+// ErrKeyConflict.
+func (s *Store) holds(ctx context.Context, t *Ticket) (bool, error) {
+	attrs, err := s.bucket.Attributes(ctx, t.Key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, storeError("claimcheck: check in "+t.String()+": look up key", err, false)
+	}
+	if attrs.Metadata[metaSHA256] == t.SHA256 && attrs.Size == t.Size {
+		return true, nil
+	}
+	return false, fmt.Errorf("claimcheck: check in %s: %w (add a version to the name)", t, ErrKeyConflict)
+}
+
+func (s *Store) checkSize(n int64) error {
+	if s.maxSize > 0 && n > s.maxSize {
+		return fmt.Errorf("claimcheck: check in: payload exceeds %d bytes: %w", s.maxSize, ErrPayloadTooLarge)
+	}
+	return nil
+}
+
+func (s *Store) tooLarge(tenant string, err error) error {
+	return fmt.Errorf("claimcheck: check in tenant=%s: payload exceeds the maximum of %d bytes: %w", tenant, s.maxSize, ErrPayloadTooLarge)
+}
+
+// spoolFile is a temporary file that is unlinked as soon as it is created,
+// so nothing is left behind whatever happens to the process.
+type spoolFile struct{ *os.File }
+
+func (s *Store) createSpool() (*spoolFile, error) {
+	f, err := os.CreateTemp(s.spoolDir, "claimcheck-spool-*")
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: create spool file in data directory: %v: %w", pathErrNoName(err), ErrUnavailable)
+	}
+	_ = os.Remove(f.Name())
+	return &spoolFile{f}, nil
+}
+
+// digester computes the payload's SHA-256 and, when keys are salted, the
+// tenant HMAC that names its object, in one pass.
+type digester struct {
+	sum hash.Hash
+	mac hash.Hash
+}
+
+func newDigester(mac hash.Hash) *digester { return &digester{sum: sha256.New(), mac: mac} }
+
+func (d *digester) Write(p []byte) (int, error) {
+	d.sum.Write(p)
+	if d.mac != nil {
+		d.mac.Write(p)
+	}
+	return len(p), nil
+}
+
+func (d *digester) sha256() string { return hex.EncodeToString(d.sum.Sum(nil)) }
+
+func (d *digester) keyDigest() string {
+	if d.mac == nil {
+		return d.sha256()
+	}
+	return hex.EncodeToString(d.mac.Sum(nil))
+}
+
+// limitWriter fails with ErrPayloadTooLarge once more than max bytes (when
+// max > 0) have been written.
+type limitWriter struct {
+	w   io.Writer
+	max int64
+	n   int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.max > 0 && l.n+int64(len(p)) > l.max {
+		return 0, ErrPayloadTooLarge
+	}
+	n, err := l.w.Write(p)
+	l.n += int64(n)
+	return n, err
+}
+
+type countingReader struct {
+	r        io.Reader
+	n        int64
+	progress func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if n > 0 && c.progress != nil {
+		c.progress(c.n)
+	}
+	return n, err
+}
+
+// contextReader stops reading once ctx is done.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

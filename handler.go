@@ -1,0 +1,87 @@
+package claimcheck
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// Job is one unit of work as a handler sees it, whatever transport carried
+// its ticket.
+type Job struct {
+	// ID is the transport's identifier for the job (River's job id in the
+	// job pipeline).
+	ID string
+	// Kind names the work to do, and so the handler.
+	Kind string
+	// Tenant owns the payload.
+	Tenant string
+	// Attempt counts from 1.
+	Attempt int
+	// Payload is the claimed payload. Unless the handler is Lazy, it has been
+	// fetched and verified before the handler runs.
+	Payload *Payload
+}
+
+// Result is what a handler hands back: a stream checked in under the results
+// prefix like any payload, whose ticket is recorded on the job.
+type Result struct {
+	Body        io.Reader
+	ContentType string
+}
+
+// Handler does the work of one kind. Return Permanent(err) for a failure
+// that retrying cannot fix (the job is dead-lettered at once); any other
+// error is retried with backoff.
+type Handler interface {
+	Handle(ctx context.Context, job *Job) (*Result, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, job *Job) (*Result, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, job *Job) (*Result, error) { return f(ctx, job) }
+
+// Lazy wraps a handler that may not need its payload: the payload is not
+// fetched before the handler runs, and is verified only if the handler opens
+// it (so a consumer that never opens it never downloads it).
+func Lazy(h Handler) Handler { return lazyHandler{h} }
+
+type lazyHandler struct{ Handler }
+
+// Work runs the consumer half of the claim check for one job, the same for
+// every transport: claim the ticket's payload, verify its size and SHA-256
+// before the handler runs (unless the handler is Lazy), run the handler, and
+// check in its result. It returns the result's ticket, or nil when the
+// handler returned no result.
+//
+// Errors keep their class (see IsPermanent and Reason): a bad ticket,
+// missing or corrupt payload is permanent and the handler never runs; a
+// handler's error is returned wrapped; a failed result check-in is returned
+// as the store reported it.
+func (s *Store) Work(ctx context.Context, job *Job, t *Ticket, h Handler) (*Ticket, error) {
+	p, err := s.Claim(t)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	job.Payload = p
+	if _, lazy := h.(lazyHandler); !lazy {
+		if err := p.Verify(ctx); err != nil {
+			return nil, err
+		}
+	}
+	res, err := h.Handle(ctx, job)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: handler %s for %s: %w", job.Kind, t, err)
+	}
+	if res == nil || res.Body == nil {
+		return nil, nil
+	}
+	rt, err := s.CheckIn(ctx, job.Tenant, res.Body, &CheckInOptions{ContentType: res.ContentType, Result: true})
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: check in result of %s: %w", job.Kind, err)
+	}
+	return rt, nil
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// half is one side of a claim check as inspect shows it: the ticket (what
+// the queue carries, redacted) and the object (what the store holds).
+type half struct {
+	Tenant      string                 `json:"tenant"`
+	Key         string                 `json:"key,omitempty"`
+	SHA256      string                 `json:"sha256_prefix"`
+	Size        int64                  `json:"size"`
+	ContentType string                 `json:"content_type,omitempty"`
+	Created     time.Time              `json:"created"`
+	Inline      bool                   `json:"inline"`
+	Object      *claimcheck.ObjectInfo `json:"object,omitempty"`
+	ObjectError string                 `json:"object_error,omitempty"`
+}
+
+type inspection struct {
+	Job     *pipeline.JobInfo `json:"job"`
+	Payload *half             `json:"payload,omitempty"`
+	Result  *half             `json:"result,omitempty"`
+}
+
+func inspectHalf(ctx context.Context, s *claimcheck.Store, t *claimcheck.Ticket) *half {
+	if t == nil {
+		return nil
+	}
+	h := &half{Tenant: t.Tenant, Key: t.RedactedKey(), SHA256: t.DigestPrefix(), Size: t.Size, ContentType: t.ContentType, Created: t.Created, Inline: t.IsInline()}
+	info, err := s.Stat(ctx, t)
+	if err != nil {
+		h.ObjectError = claimcheck.Reason(err)
+	}
+	h.Object = info
+	return h
+}
+
+func newInspect(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect JOB",
+		Short: "Show both halves of a job: its ticket and its stored object (redacted)",
+		Args:  exactArgs(1, "a job id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := pipeline.ParseJobID(args[0])
+			if err != nil {
+				return usagef("%v", err)
+			}
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			j, err := e.pipe.Get(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			in := inspection{Job: j, Payload: inspectHalf(cmd.Context(), e.store, j.Ticket()), Result: inspectHalf(cmd.Context(), e.store, j.ResultTicket())}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), in)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "job %d  kind=%s  tenant=%s  state=%s  attempts=%d/%d\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts)
+			if j.Reason != "" {
+				fmt.Fprintf(w, "  dead-letter reason: %s\n", j.Reason)
+			}
+			if j.Error != "" {
+				fmt.Fprintf(w, "  last error: %s\n", j.Error)
+			}
+			printHalf(w, "payload", in.Payload, j.TicketBytes)
+			printHalf(w, "result", in.Result, 0)
+			return nil
+		},
+	}
+}
+
+func printHalf(w io.Writer, name string, h *half, ticketBytes int) {
+	if h == nil {
+		fmt.Fprintf(w, "%s: none\n", name)
+		return
+	}
+	fmt.Fprintf(w, "%s ticket: tenant=%s sha256=%s… size=%d type=%s created=%s", name, h.Tenant, h.SHA256, h.Size, h.ContentType, h.Created.Format(time.RFC3339))
+	if ticketBytes > 0 {
+		fmt.Fprintf(w, " (%d bytes)", ticketBytes)
+	}
+	fmt.Fprintln(w)
+	switch {
+	case h.Inline:
+		fmt.Fprintf(w, "%s object: none (inline in the ticket)\n", name)
+	case h.ObjectError != "":
+		fmt.Fprintf(w, "%s object: key=%s unreadable (%s)\n", name, h.Key, h.ObjectError)
+	case !h.Object.Exists:
+		fmt.Fprintf(w, "%s object: key=%s MISSING\n", name, h.Key)
+	default:
+		o := h.Object
+		fmt.Fprintf(w, "%s object: key=%s size=%d type=%s written=%s recorded-sha256=%s… matches-ticket=%t\n",
+			name, h.Key, o.Size, o.ContentType, o.ModTime.Format(time.RFC3339), o.SHA256Prefix, o.MatchesTicket)
+	}
+}

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// submitted is what submit prints.
+type submitted struct {
+	ID          int64  `json:"id"`
+	Duplicate   bool   `json:"duplicate"`
+	Kind        string `json:"kind"`
+	Tenant      string `json:"tenant"`
+	Inline      bool   `json:"inline"`
+	TicketBytes int    `json:"ticket_bytes"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256_prefix"`
+}
+
+func newSubmit(g *globals) *cobra.Command {
+	var kind, tenant, idem, contentType, name, version string
+	c := &cobra.Command{
+		Use:   "submit --kind K --tenant T [--idempotency-key X] FILE|-",
+		Short: "Check a payload in and enqueue one job carrying its ticket",
+		Long: `Check a payload in (a file, or standard input with "-") and enqueue one job of
+kind K for tenant T. The payload is stored before the job exists. With an
+idempotency key, submitting again returns the first job and stores nothing new.`,
+		Args: exactArgs(1, "FILE or -"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if kind == "" || tenant == "" {
+				return usagef("submit needs --kind and --tenant")
+			}
+			if err := pipeline.ValidateKind(kind); err != nil {
+				return usagef("%v", err)
+			}
+			if err := claimcheck.ValidateTenant(tenant); err != nil {
+				return usagef("--tenant: %v", err)
+			}
+			in, ct, closeIn, err := openInput(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer closeIn()
+			if contentType == "" {
+				contentType = ct
+			}
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			res, err := e.pipe.Enqueue(cmd.Context(), kind, tenant, in, &pipeline.EnqueueOptions{
+				IdempotencyKey: idem,
+				CheckIn:        claimcheck.CheckInOptions{ContentType: contentType, Name: name, Version: version},
+			})
+			if err != nil {
+				return err
+			}
+			out := submitted{ID: res.JobID, Duplicate: res.Duplicate, Kind: kind, Tenant: tenant, Inline: res.Ticket.IsInline(),
+				TicketBytes: res.TicketBytes, Size: res.Ticket.Size, SHA256: res.Ticket.DigestPrefix()}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			verb := "enqueued"
+			if out.Duplicate {
+				verb = "already enqueued (idempotency key matched)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job %d %s: kind=%s tenant=%s size=%d sha256=%s… %s ticket=%d bytes\n",
+				out.ID, verb, kind, tenant, out.Size, out.SHA256, placement(out.Inline), out.TicketBytes)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&kind, "kind", "", "job kind (required)")
+	c.Flags().StringVar(&tenant, "tenant", "", "tenant owning the payload (required)")
+	c.Flags().StringVar(&idem, "idempotency-key", "", "a second submit with the same kind, tenant and key returns the first job")
+	c.Flags().StringVar(&contentType, "content-type", "", "payload media type (default: from the file extension)")
+	c.Flags().StringVar(&name, "name", "", "store under this stable business key instead of the content address")
+	c.Flags().StringVar(&version, "version", "", "version of a named payload that legitimately changes")
+	return c
+}
+
+// openInput opens FILE or "-" (stdin). A missing or unreadable file, or a
+// directory, is an error before anything is stored.
+func openInput(cmd *cobra.Command, path string) (io.Reader, string, func(), error) {
+	if path == "-" {
+		return cmd.InOrStdin(), "", func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("cannot read %s: %v", path, unwrapPath(err))
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, "", nil, fmt.Errorf("cannot read %s: not a regular file", path)
+	}
+	ct := mime.TypeByExtension(filepath.Ext(path))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	return f, ct, func() { f.Close() }, nil
+}
+
+func placement(inline bool) string {
+	if inline {
+		return "inline"
+	}
+	return "offloaded"
+}
+
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("expected %s, got %d arguments", what, len(args))
+		}
+		return nil
+	}
+}
+
+func newJobs(g *globals) *cobra.Command {
+	var state, kind string
+	c := &cobra.Command{
+		Use:   "jobs [--state S] [--kind K]",
+		Short: "List jobs",
+		Long:  "List jobs, oldest first. States: available, running, retryable, scheduled, completed, cancelled, discarded, pending, or dead (cancelled and discarded).",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			return listJobs(cmd, g, e, pipeline.ListOptions{State: state, Kind: kind})
+		},
+	}
+	c.Flags().StringVar(&state, "state", "", "only jobs in this state")
+	c.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
+	return c
+}
+
+// listJobs streams jobs as a table, or as a JSON array, one page at a time.
+func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions) error {
+	w := cmd.OutOrStdout()
+	if g.json {
+		first := true
+		fmt.Fprint(w, "[")
+		err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
+			if !first {
+				fmt.Fprint(w, ",")
+			}
+			first = false
+			fmt.Fprintln(w)
+			return printJSONCompact(w, j)
+		})
+		fmt.Fprintln(w, "\n]")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tTENANT\tSTATE\tATTEMPTS\tSIZE\tPLACEMENT\tTICKET\tREASON")
+	err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
+		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%d B\t%s\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts, j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
+		return err
+	})
+	tw.Flush()
+	return err
+}
+
+func newResult(g *globals) *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "result JOB [-o FILE]",
+		Short: "Write a job's verified result to standard output or a file",
+		Args:  exactArgs(1, "a job id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := pipeline.ParseJobID(args[0])
+			if err != nil {
+				return usagef("%v", err)
+			}
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			r, _, err := e.pipe.OpenResult(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if out == "" || out == "-" {
+				_, err = io.Copy(cmd.OutOrStdout(), r)
+				return err
+			}
+			return writeFileAtomic(out, r)
+		},
+	}
+	c.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	return c
+}
+
+// writeFileAtomic writes r to path through a temporary file in the same
+// directory, so a failure leaves any existing file untouched.
+func writeFileAtomic(path string, r io.Reader) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".claimcheck-result-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %v", path, unwrapPath(err))
+	}
+	defer os.Remove(f.Name())
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func newDead(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "dead",
+		Short: "List dead letters with their reasons",
+		Args:  exactArgs(0, "no arguments (did you mean: dead replay JOB?)"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			return listJobs(cmd, g, e, pipeline.ListOptions{State: pipeline.StateDead})
+		},
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "replay JOB",
+		Short: "Send a dead letter back to its queue",
+		Args:  exactArgs(1, "a job id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := pipeline.ParseJobID(args[0])
+			if err != nil {
+				return usagef("%v", err)
+			}
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			j, err := e.pipe.Replay(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job %d replayed: state=%s kind=%s\n", j.ID, j.State, j.Kind)
+			return nil
+		},
+	})
+	return c
+}
+
+func printJSONCompact(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}

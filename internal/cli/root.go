@@ -1,0 +1,207 @@
+// Package cli is the claimcheck command: cobra commands over the root
+// package and the job pipeline. cmd/claimcheck calls Execute.
+package cli
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// globals are the flags every subcommand shares; each has an environment
+// variable that sets its default.
+type globals struct {
+	data            string
+	store           string
+	database        string
+	secretHex       string
+	inlineThreshold int64
+	alwaysOffload   bool
+	maxPayloadSize  int64
+	maxAttempts     int
+	json            bool
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int64) int64 {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// Execute runs the claimcheck command with os.Args and returns the process
+// exit code.
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+}
+
+// Run runs the command with args and the given standard streams; tests call
+// it in-process. It returns the exit code: 0 on success, 1 on failure, 2 on
+// a usage error.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "claimcheck:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "claimcheck",
+		Short: "Move job payloads of any size through queues with the Claim-Check pattern",
+		Long: `claimcheck checks payloads into object storage and queues a small ticket;
+workers claim each payload by its ticket, verify its size and SHA-256, process
+it, and check their result back in the same way.
+
+The embedded default needs no servers: River on SQLite and a file store, both
+in the data directory.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	f := root.PersistentFlags()
+	f.StringVar(&g.data, "data", envOr("CLAIMCHECK_DATA", "./claimcheck-data"), "data directory: embedded database, file store, temporary files (env CLAIMCHECK_DATA)")
+	f.StringVar(&g.store, "store", envOr("CLAIMCHECK_STORE", ""), "object store URL, e.g. file:///abs/dir or mem:// (env CLAIMCHECK_STORE; default file store in the data directory)")
+	f.StringVar(&g.database, "database", envOr("CLAIMCHECK_DATABASE", ""), "job database URL, sqlite:///abs/file.db (env CLAIMCHECK_DATABASE; default in the data directory)")
+	f.StringVar(&g.secretHex, "secret", envOr("CLAIMCHECK_SECRET", ""), "deployment secret, hex: salts content-addressed keys per tenant (env CLAIMCHECK_SECRET)")
+	f.Int64Var(&g.inlineThreshold, "inline-threshold", envInt("CLAIMCHECK_INLINE_THRESHOLD", claimcheck.DefaultInlineThreshold), "largest payload carried inline in its ticket, in bytes (env CLAIMCHECK_INLINE_THRESHOLD)")
+	f.BoolVar(&g.alwaysOffload, "always-offload", os.Getenv("CLAIMCHECK_ALWAYS_OFFLOAD") == "1", "store every payload as an object, however small (env CLAIMCHECK_ALWAYS_OFFLOAD=1)")
+	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
+	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts)), "attempts of a job failing transiently before it is dead (env CLAIMCHECK_MAX_ATTEMPTS)")
+	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
+	root.AddCommand(
+		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g),
+	)
+	return root
+}
+
+// env is an opened data directory: store and pipeline.
+type env struct {
+	store *claimcheck.Store
+	pipe  *pipeline.Pipeline
+	data  string
+}
+
+func (e *env) spoolDir() string { return filepath.Join(e.data, "tmp") }
+
+func (e *env) Close() {
+	e.pipe.Close()
+	e.store.Close()
+}
+
+// open checks the data directory is writable, then opens the store and the
+// pipeline. Every error names what to fix.
+func (g *globals) open(ctx context.Context) (*env, error) {
+	data, err := filepath.Abs(g.data)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %q: %w", g.data, err)
+	}
+	if err := ensureWritable(data); err != nil {
+		return nil, err
+	}
+	var secret []byte
+	if g.secretHex != "" {
+		if secret, err = hex.DecodeString(g.secretHex); err != nil || len(secret) < 16 {
+			return nil, usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)")
+		}
+	}
+	storeURL := g.store
+	if storeURL == "" {
+		storeURL = "file://" + filepath.ToSlash(filepath.Join(data, "objects"))
+	}
+	database := g.database
+	if database == "" {
+		database = "sqlite://" + filepath.ToSlash(filepath.Join(data, "claimcheck.db"))
+	}
+	threshold := g.inlineThreshold
+	if threshold == 0 {
+		threshold = -1 // --inline-threshold 0: nothing travels inline
+	}
+	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{
+		Secret:          secret,
+		InlineThreshold: threshold,
+		AlwaysOffload:   g.alwaysOffload,
+		MaxPayloadSize:  g.maxPayloadSize,
+		SpoolDir:        (&env{data: data}).spoolDir(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &env{store: store, pipe: pipe, data: data}, nil
+}
+
+// ensureWritable creates dir if needed and proves a file can be written in
+// it, so a read-only data directory fails up front with a clear message
+// rather than half-way through a job.
+func ensureWritable(dir string) error {
+	hint := "choose another with --data or CLAIMCHECK_DATA"
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("data directory %s cannot be created (%v); %s", dir, unwrapPath(err), hint)
+	}
+	f, err := os.CreateTemp(dir, ".write-probe-*")
+	if err != nil {
+		return fmt.Errorf("data directory %s is not writable (%v); %s", dir, unwrapPath(err), hint)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/pdfinfo"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// progressMin is the payload size, in bytes, from which run shows a
+// progress bar while checking in.
+const progressMin = 8 << 20
+
+type runJob struct {
+	ID          int64  `json:"id"`
+	File        string `json:"file"`
+	Size        int64  `json:"size"`
+	Inline      bool   `json:"inline"`
+	TicketBytes int    `json:"ticket_bytes"`
+	State       string `json:"state"`
+	Attempts    int    `json:"attempts"`
+	Reason      string `json:"reason,omitempty"`
+	Pages       int    `json:"pages,omitempty"`
+	argsBytes   int
+	key         string
+}
+
+type runSummary struct {
+	Jobs              int     `json:"jobs"`
+	Done              int     `json:"done"`
+	Dead              int     `json:"dead"`
+	Other             int     `json:"other"`
+	Inline            int     `json:"inline"`
+	Offloaded         int     `json:"offloaded"`
+	TicketMinBytes    int     `json:"ticket_min_bytes"`
+	TicketMaxBytes    int     `json:"ticket_max_bytes"`
+	OffloadedMaxBytes int     `json:"offloaded_ticket_max_bytes"`
+	ObjectStoreBytes  int64   `json:"object_store_bytes"`
+	JobDatabaseBytes  int64   `json:"job_database_bytes"`
+	PayloadBytes      int64   `json:"payload_bytes"`
+	ElapsedSeconds    float64 `json:"elapsed_seconds"`
+}
+
+func newRun(g *globals) *cobra.Command {
+	var tenant string
+	var concurrency int
+	c := &cobra.Command{
+		Use:   "run FILES|DIRS...",
+		Short: "The main job: submit PDF documents and work them end to end (kind pdf-info)",
+		Long: `Submit every file named, and every *.pdf file under each directory named, as a
+pdf-info job; work them in this process with the built-in handler (page count
+and metadata, through pdfcpu), storing a JSON result per document; then print
+a table of the jobs and a summary.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("run needs files or directories, e.g. claimcheck run testdata/pdf")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := claimcheck.ValidateTenant(tenant); err != nil {
+				return usagef("--tenant: %v", err)
+			}
+			files, err := collectFiles(args)
+			if err != nil {
+				return err
+			}
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			start := time.Now()
+			stderr := cmd.ErrOrStderr()
+			jobs := make([]*runJob, 0, len(files))
+			for _, f := range files {
+				j, err := submitFile(cmd, e, tenant, f, stderr)
+				if err != nil {
+					return err
+				}
+				jobs = append(jobs, j)
+			}
+			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
+				Handlers:    map[string]claimcheck.Handler{pdfinfo.Kind: pdfinfo.Handler()},
+				Concurrency: concurrency,
+				UntilEmpty:  true,
+			})
+			if err != nil {
+				return err
+			}
+			if err := cmd.Context().Err(); err != nil {
+				return fmt.Errorf("interrupted; jobs stay queued, resume with: claimcheck work --kind %s --until-empty", pdfinfo.Kind)
+			}
+			sum, err := summarise(cmd, e, jobs, time.Since(start))
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"jobs": jobs, "summary": sum})
+			}
+			printRun(cmd.OutOrStdout(), jobs, sum)
+			if sum.Dead > 0 || sum.Other > 0 {
+				return fmt.Errorf("%d of %d jobs did not complete (see: claimcheck dead)", sum.Dead+sum.Other, sum.Jobs)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&tenant, "tenant", "local", "tenant owning the documents")
+	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
+	return c
+}
+
+// collectFiles expands the arguments: files as named, directories walked for
+// *.pdf files, all sorted. A missing or unreadable argument is an error
+// before anything is submitted.
+func collectFiles(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read %s: %v", a, unwrapPath(err))
+		}
+		if !st.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() && strings.EqualFold(filepath.Ext(p), ".pdf") {
+				found = append(found, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cannot read directory %s: %v", a, unwrapPath(err))
+		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("no *.pdf files under %s", a)
+		}
+		sort.Strings(found)
+		files = append(files, found...)
+	}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read %s: %v", f, unwrapPath(err))
+		}
+		fh.Close()
+	}
+	return files, nil
+}
+
+func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Writer) (*runJob, error) {
+	in, ct, closeIn, err := openInput(cmd, path)
+	if err != nil {
+		return nil, err
+	}
+	defer closeIn()
+	st, _ := os.Stat(path)
+	opts := &pipeline.EnqueueOptions{CheckIn: claimcheck.CheckInOptions{ContentType: ct}}
+	var bar *progressbar.ProgressBar
+	if st.Size() >= progressMin {
+		bar = progressbar.NewOptions64(st.Size(),
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription("check in "+filepath.Base(path)),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(stderr) }),
+		)
+		opts.CheckIn.Progress = func(n int64) { _ = bar.Set64(n) }
+	}
+	res, err := e.pipe.Enqueue(cmd.Context(), pdfinfo.Kind, tenant, in, opts)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", path, err)
+	}
+	return &runJob{ID: res.JobID, File: path, Size: res.Ticket.Size, Inline: res.Ticket.IsInline(), TicketBytes: res.TicketBytes, key: res.Ticket.Key}, nil
+}
+
+func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration) (*runSummary, error) {
+	s := &runSummary{Jobs: len(jobs), ElapsedSeconds: elapsed.Seconds()}
+	objects := map[string]int64{}
+	for i, j := range jobs {
+		info, err := e.pipe.Get(cmd.Context(), j.ID)
+		if err != nil {
+			return nil, err
+		}
+		j.State, j.Attempts, j.Reason, j.argsBytes = info.State, info.Attempts, info.Reason, info.ArgsBytes
+		switch {
+		case info.State == "completed":
+			s.Done++
+		case info.Dead:
+			s.Dead++
+		default:
+			s.Other++
+		}
+		if j.Inline {
+			s.Inline++
+		} else {
+			s.Offloaded++
+			objects[j.key] = j.Size
+			s.OffloadedMaxBytes = max(s.OffloadedMaxBytes, j.TicketBytes)
+		}
+		if i == 0 || j.TicketBytes < s.TicketMinBytes {
+			s.TicketMinBytes = j.TicketBytes
+		}
+		s.TicketMaxBytes = max(s.TicketMaxBytes, j.TicketBytes)
+		s.JobDatabaseBytes += int64(info.ArgsBytes)
+		s.PayloadBytes += j.Size
+		if rt := info.ResultTicket(); rt != nil {
+			if !rt.IsInline() {
+				objects[rt.Key] = rt.Size
+			}
+			j.Pages = resultPages(cmd, e, j.ID)
+		}
+	}
+	for _, n := range objects {
+		s.ObjectStoreBytes += n
+	}
+	return s, nil
+}
+
+// resultPages reads the page count from a job's verified JSON result.
+func resultPages(cmd *cobra.Command, e *env, id int64) int {
+	r, _, err := e.pipe.OpenResult(cmd.Context(), id)
+	if err != nil {
+		return 0
+	}
+	defer r.Close()
+	var info pdfinfo.Info
+	if json.NewDecoder(r).Decode(&info) != nil {
+		return 0
+	}
+	return info.PageCount
+}
+
+func printRun(w io.Writer, jobs []*runJob, s *runSummary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "JOB\tSIZE (B)\tPLACEMENT\tTICKET (B)\tSTATE\tATTEMPTS\tPAGES\tFILE\t")
+	for _, j := range jobs {
+		state := j.State
+		if j.Reason != "" {
+			state += " (" + j.Reason + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%d\t%d\t%s\t\n", j.ID, j.Size, placement(j.Inline), j.TicketBytes, state, j.Attempts, j.Pages, j.File)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "jobs\t%d done, %d dead, %d other (of %d)\n", s.Done, s.Dead, s.Other, s.Jobs)
+	fmt.Fprintf(tw, "placement\t%d inline, %d offloaded\n", s.Inline, s.Offloaded)
+	fmt.Fprintf(tw, "ticket size\tmin %d B, max %d B (offloaded max %d B; budget %d B)\n", s.TicketMinBytes, s.TicketMaxBytes, s.OffloadedMaxBytes, claimcheck.MaxTicketBytes)
+	fmt.Fprintf(tw, "payload bytes\t%d\n", s.PayloadBytes)
+	fmt.Fprintf(tw, "object storage\t%d B\n", s.ObjectStoreBytes)
+	fmt.Fprintf(tw, "job database\t%d B (job arguments)\n", s.JobDatabaseBytes)
+	fmt.Fprintf(tw, "elapsed\t%.2f s\n", s.ElapsedSeconds)
+	tw.Flush()
+}

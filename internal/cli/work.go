@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/pdfinfo"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// exitDataErr is EX_DATAERR from sysexits.h: "the input data was incorrect
+// in some way". An --exec command exiting with it fails the job permanently.
+const exitDataErr = 65
+
+// builtinHandlers are the kinds a worker can serve without --exec.
+func builtinHandlers() map[string]claimcheck.Handler {
+	return map[string]claimcheck.Handler{pdfinfo.Kind: pdfinfo.Handler()}
+}
+
+func newWork(g *globals) *cobra.Command {
+	var kind string
+	var concurrency int
+	var untilEmpty bool
+	c := &cobra.Command{
+		Use:   "work --kind K [--concurrency N] [--until-empty] [--exec -- CMD ARGS...]",
+		Short: "Run workers for one kind",
+		Long: `Run workers for kind K. Each job's payload is claimed and verified before its
+handler runs; a missing or corrupt payload dead-letters the job at once.
+
+Built-in kinds: pdf-info. For any other kind, give a command after --exec --:
+the verified payload is its standard input, its standard output is checked in
+as the job's result, exit 0 is success, exit 65 (EX_DATAERR) is a permanent
+failure (dead letter), and any other failure is retried with backoff.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if kind == "" {
+				return usagef("work needs --kind")
+			}
+			if err := pipeline.ValidateKind(kind); err != nil {
+				return usagef("%v", err)
+			}
+			var h claimcheck.Handler
+			var argv []string
+			dash := cmd.ArgsLenAtDash()
+			switch {
+			case cmd.Flags().Changed("exec") && (dash < 0 || dash >= len(args)):
+				return usagef("--exec needs a command after --, e.g. work --kind %s --exec -- wc -c", kind)
+			case cmd.Flags().Changed("exec"):
+				argv = args[dash:]
+			case len(args) > 0:
+				return usagef("unexpected arguments %q (a command goes after --exec --)", strings.Join(args, " "))
+			default:
+				h = builtinHandlers()[kind]
+				if h == nil {
+					return usagef("no built-in handler for kind %q: give one with --exec -- CMD, or use kind %s", kind, pdfinfo.Kind)
+				}
+			}
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if argv != nil {
+				h = execHandler(argv, e.spoolDir(), cmd.ErrOrStderr())
+			}
+			var done, failed int
+			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
+				Handlers:    map[string]claimcheck.Handler{kind: h},
+				Concurrency: concurrency,
+				UntilEmpty:  untilEmpty,
+				OnDone: func(id int64, _ string, err error) {
+					if err != nil {
+						failed++
+						fmt.Fprintf(cmd.ErrOrStderr(), "job %d: attempt failed (%s): %v\n", id, claimcheck.Reason(err), err)
+						return
+					}
+					done++
+				},
+			})
+			if err != nil {
+				return err
+			}
+			if !g.json {
+				fmt.Fprintf(cmd.OutOrStdout(), "worked kind %s: %d attempts succeeded, %d failed\n", kind, done, failed)
+				return nil
+			}
+			return printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "succeeded": done, "failed": failed})
+		},
+	}
+	c.Flags().StringVar(&kind, "kind", "", "job kind to work (required)")
+	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
+	c.Flags().BoolVar(&untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
+	c.Flags().Bool("exec", false, "run the command after -- for each job (payload on stdin, result on stdout)")
+	return c
+}
+
+// execHandler runs argv for each job: the verified payload on its standard
+// input, its standard output spooled to a temporary file (memory stays
+// constant) and checked in as the result once it exits 0.
+func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Handler {
+	return claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
+		in, err := job.Payload.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer in.Close()
+		out, err := os.CreateTemp(spoolDir, "claimcheck-exec-*")
+		if err != nil {
+			return nil, fmt.Errorf("exec: spool output: %v", unwrapPath(err))
+		}
+		os.Remove(out.Name()) // unlinked: nothing is left behind
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, stderr
+		cmd.Env = append(os.Environ(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
+			"CLAIMCHECK_TENANT="+job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt))
+		if err := cmd.Run(); err != nil {
+			out.Close()
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == exitDataErr {
+				return nil, claimcheck.Permanent(fmt.Errorf("exec %s: exit status %d (EX_DATAERR)", argv[0], exitDataErr))
+			}
+			return nil, fmt.Errorf("exec %s: %v", argv[0], err)
+		}
+		if _, err := out.Seek(0, io.SeekStart); err != nil {
+			out.Close()
+			return nil, fmt.Errorf("exec: rewind output: %w", err)
+		}
+		return &claimcheck.Result{Body: closingReader{out}, ContentType: "application/octet-stream"}, nil
+	})
+}
+
+// closingReader closes its file at EOF, once the result is checked in.
+type closingReader struct{ f *os.File }
+
+func (c closingReader) Read(p []byte) (int, error) {
+	n, err := c.f.Read(p)
+	if err != nil {
+		c.f.Close()
+	}
+	return n, err
+}

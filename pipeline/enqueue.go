@@ -1,0 +1,172 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+
+	"github.com/riverqueue/river"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// registrySchema is the claims registry: one row per object a job refers
+// to, written in the same transaction as the job (or, for a result, before
+// the job completes). An object with no row here, older than a grace period,
+// is an orphan (DESIGN.md invariant 6). The SQL is portable between SQLite
+// and PostgreSQL.
+var registrySchema = []string{
+	`CREATE TABLE IF NOT EXISTS claimcheck_claim (
+		job_id     BIGINT NOT NULL,
+		role       TEXT   NOT NULL,
+		object_key TEXT   NOT NULL,
+		sha256     TEXT   NOT NULL,
+		size       BIGINT NOT NULL,
+		tenant     TEXT   NOT NULL,
+		created_at TIMESTAMP NOT NULL,
+		PRIMARY KEY (job_id, role, object_key)
+	)`,
+	`CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
+}
+
+// Registry roles.
+const (
+	rolePayload = "payload"
+	roleResult  = "result"
+)
+
+// execer is satisfied by *sql.DB and *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// register records that job refers to the object behind t. Inline tickets
+// refer to no object and record nothing.
+func register(ctx context.Context, db execer, jobID int64, role string, t *claimcheck.Ticket) error {
+	if t.IsInline() {
+		return nil
+	}
+	_, err := db.ExecContext(ctx, `INSERT INTO claimcheck_claim (job_id, role, object_key, sha256, size, tenant, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+		jobID, role, t.Key, t.SHA256, t.Size, t.Tenant, t.Created.UTC())
+	if err != nil {
+		return fmt.Errorf("pipeline: write claims registry row for %s: %w", t, err)
+	}
+	return nil
+}
+
+// EnqueueOptions adjust one enqueue. The zero value is valid.
+type EnqueueOptions struct {
+	// IdempotencyKey makes a second enqueue of the same kind, tenant and key
+	// a no-op that returns the first job, while that job is kept (until it is
+	// pruned; dead jobs do not count). At most MaxIdempotencyKeyLen bytes.
+	IdempotencyKey string
+	// MaxAttempts overrides Config.MaxAttempts for this job.
+	MaxAttempts int
+	// CheckIn is passed to the store's CheckIn (content type, named key).
+	CheckIn claimcheck.CheckInOptions
+}
+
+// EnqueueResult describes an enqueued job.
+type EnqueueResult struct {
+	// JobID is River's id for the job.
+	JobID int64
+	// Ticket is the job's ticket.
+	Ticket *claimcheck.Ticket
+	// TicketBytes is the encoded ticket's size in bytes.
+	TicketBytes int
+	// Duplicate is true when the idempotency key matched an existing job,
+	// whose id and ticket are returned instead.
+	Duplicate bool
+}
+
+// Enqueue checks r in for tenant, then in one transaction writes the claims
+// registry row and a job of kind carrying the ticket. The store write is
+// complete and durable before the transaction begins: a crash in between
+// leaves an orphan object, never a job without its payload.
+//
+// Errors: claimcheck.ErrTicketInvalid for a bad kind, tenant or idempotency
+// key; the check-in's errors (see claimcheck.Store.CheckIn); the database's
+// errors, wrapped.
+func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader, opts *EnqueueOptions) (*EnqueueResult, error) {
+	if opts == nil {
+		opts = &EnqueueOptions{}
+	}
+	if err := validateEnqueue(kind, opts); err != nil {
+		return nil, err
+	}
+	t, err := p.store.CheckIn(ctx, tenant, r, &opts.CheckIn)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: begin: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := p.EnqueueTx(ctx, tx, kind, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("pipeline: commit enqueue of %s: %w", t, err)
+	}
+	return res, nil
+}
+
+// EnqueueTx writes the claims-registry row and a job carrying t inside the
+// caller's transaction, so a business row, the registry row and the job
+// commit or roll back together (the transactional outbox). Check the payload
+// in first (Store().CheckIn); never enqueue a ticket whose check-in has not
+// returned. Errors as for Enqueue.
+func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
+	if opts == nil {
+		opts = &EnqueueOptions{}
+	}
+	if err := validateEnqueue(kind, opts); err != nil {
+		return nil, err
+	}
+	enc, err := t.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	args := jobArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: enc}
+	insert := &river.InsertOpts{Queue: kind, MaxAttempts: opts.MaxAttempts}
+	if opts.IdempotencyKey != "" {
+		insert.UniqueOpts = river.UniqueOpts{ByArgs: true, ByQueue: true}
+	}
+	ins, err := p.client.InsertTx(ctx, tx, args, insert)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: insert job for %s: %w", t, err)
+	}
+	res := &EnqueueResult{JobID: ins.Job.ID, Ticket: t, TicketBytes: len(enc), Duplicate: ins.UniqueSkippedAsDuplicate}
+	if res.Duplicate {
+		var first jobArgs
+		if err := jsonUnmarshal(ins.Job.EncodedArgs, &first); err != nil {
+			return nil, err
+		}
+		if res.Ticket, err = claimcheck.ParseTicket(first.Ticket); err != nil {
+			return nil, err
+		}
+		res.TicketBytes = len(first.Ticket)
+		return res, nil
+	}
+	if err := register(ctx, tx, ins.Job.ID, rolePayload, t); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func validateEnqueue(kind string, opts *EnqueueOptions) error {
+	if err := ValidateKind(kind); err != nil {
+		return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrTicketInvalid)
+	}
+	if len(opts.IdempotencyKey) > MaxIdempotencyKeyLen {
+		return fmt.Errorf("pipeline: idempotency key is %d bytes, at most %d allowed: %w", len(opts.IdempotencyKey), MaxIdempotencyKeyLen, claimcheck.ErrTicketInvalid)
+	}
+	if opts.MaxAttempts < 0 {
+		return fmt.Errorf("pipeline: negative max attempts: %w", claimcheck.ErrTicketInvalid)
+	}
+	return nil
+}

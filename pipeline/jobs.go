@@ -1,0 +1,228 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// StateDead selects dead letters in ListOptions: River's cancelled
+// (permanent failure) and discarded (attempts exhausted) jobs.
+const StateDead = "dead"
+
+// JobInfo is a job as listings show it. It never holds payload bytes.
+type JobInfo struct {
+	ID          int64     `json:"id"`
+	Kind        string    `json:"kind"`
+	Tenant      string    `json:"tenant"`
+	State       string    `json:"state"`
+	Dead        bool      `json:"dead"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"`
+	TicketBytes int       `json:"ticket_bytes"`
+	ArgsBytes   int       `json:"args_bytes"`
+	Inline      bool      `json:"inline"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256_prefix"`
+	Reason      string    `json:"reason,omitempty"`
+	Error       string    `json:"error,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	HasResult   bool      `json:"has_result"`
+
+	ticket *claimcheck.Ticket
+	result *claimcheck.Ticket
+}
+
+// Ticket is the job's ticket.
+func (j *JobInfo) Ticket() *claimcheck.Ticket { return j.ticket }
+
+// ResultTicket is the ticket of the job's result, or nil.
+func (j *JobInfo) ResultTicket() *claimcheck.Ticket { return j.result }
+
+func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
+	var args jobArgs
+	if err := jsonUnmarshal(row.EncodedArgs, &args); err != nil {
+		return nil, err
+	}
+	j := &JobInfo{
+		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State),
+		Dead:     row.State == rivertype.JobStateCancelled || row.State == rivertype.JobStateDiscarded,
+		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, TicketBytes: len(args.Ticket),
+		ArgsBytes: len(row.EncodedArgs), CreatedAt: row.CreatedAt,
+	}
+	if t, err := claimcheck.ParseTicket(args.Ticket); err == nil {
+		j.ticket, j.Inline, j.Size, j.SHA256 = t, t.IsInline(), t.Size, t.DigestPrefix()
+	}
+	if n := len(row.Errors); n > 0 {
+		j.Error = row.Errors[n-1].Error
+		if j.Dead {
+			j.Reason, _, _ = strings.Cut(j.Error, ": ")
+		}
+	}
+	if j.Dead && j.Reason == "" {
+		j.Reason = "cancelled"
+	}
+	if out := row.Output(); len(out) > 0 {
+		var o jobOutput
+		if err := jsonUnmarshal(out, &o); err == nil && len(o.Result) > 0 {
+			if rt, err := claimcheck.ParseTicket(o.Result); err == nil {
+				j.result, j.HasResult = rt, true
+			}
+		}
+	}
+	return j, nil
+}
+
+// ListOptions select jobs for List. The zero value lists every job, oldest
+// first.
+type ListOptions struct {
+	// State is a River state (available, running, retryable, scheduled,
+	// completed, cancelled, discarded, pending) or StateDead.
+	State string
+	// Kind restricts the list to one kind.
+	Kind string
+	// PageSize is the number of rows fetched per query. Default 100.
+	PageSize int
+}
+
+var states = map[string][]rivertype.JobState{
+	StateDead: {rivertype.JobStateCancelled, rivertype.JobStateDiscarded},
+}
+
+func init() {
+	for _, s := range rivertype.JobStates() {
+		states[string(s)] = []rivertype.JobState{s}
+	}
+}
+
+// List calls fn for each job matching opts, fetching PageSize rows at a time
+// so memory does not grow with the number of jobs. It stops at fn's first
+// error and returns it.
+//
+// Errors: claimcheck.ErrConfig for an unknown state or invalid kind.
+func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
+	params := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderAsc)
+	if opts.PageSize > 0 {
+		params = params.First(opts.PageSize)
+	} else {
+		params = params.First(100)
+	}
+	if opts.State != "" {
+		st, ok := states[opts.State]
+		if !ok {
+			return fmt.Errorf("pipeline: unknown state %q (use dead or one of River's: available, running, retryable, scheduled, completed, cancelled, discarded, pending): %w", opts.State, claimcheck.ErrConfig)
+		}
+		params = params.States(st...)
+	}
+	if opts.Kind != "" {
+		if err := ValidateKind(opts.Kind); err != nil {
+			return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrConfig)
+		}
+		params = params.Queues(opts.Kind)
+	}
+	params = params.Kinds(riverKind)
+	for {
+		res, err := p.client.JobList(ctx, params)
+		if err != nil {
+			return fmt.Errorf("pipeline: list jobs: %w", err)
+		}
+		for _, row := range res.Jobs {
+			j, err := jobInfo(row)
+			if err != nil {
+				return err
+			}
+			if err := fn(j); err != nil {
+				return err
+			}
+		}
+		if len(res.Jobs) == 0 || res.LastCursor == nil {
+			return nil
+		}
+		params = params.After(res.LastCursor)
+	}
+}
+
+// Get returns one job. Errors: ErrJobNotFound.
+func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
+	row, err := p.client.JobGet(ctx, id)
+	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
+		return nil, fmt.Errorf("pipeline: job %d: %w", id, ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
+	}
+	return jobInfo(row)
+}
+
+// ErrNotDead is returned by Replay for a job that is not a dead letter.
+var ErrNotDead = errors.New("job is not dead")
+
+// ErrNoResult is returned by OpenResult for a job without a result.
+var ErrNoResult = errors.New("job has no result")
+
+// Replay sends a dead letter back to its queue to be worked again now.
+// Errors: ErrJobNotFound; ErrNotDead for a job in any other state.
+func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
+	j, err := p.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !j.Dead {
+		return nil, fmt.Errorf("pipeline: replay job %d in state %s: %w", id, j.State, ErrNotDead)
+	}
+	row, err := p.client.JobRetry(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: replay job %d: %w", id, err)
+	}
+	return jobInfo(row)
+}
+
+// OpenResult returns the verified bytes of a job's result (see
+// claimcheck.Payload.Open). Close the returned reader when done.
+// Errors: ErrJobNotFound; ErrNoResult; the claim's errors.
+func (p *Pipeline) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *claimcheck.Ticket, error) {
+	j, err := p.Get(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if j.result == nil {
+		return nil, nil, fmt.Errorf("pipeline: job %d (%s): %w", id, j.State, ErrNoResult)
+	}
+	pl, err := p.store.Claim(j.result)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := pl.Open(ctx)
+	if err != nil {
+		pl.Close()
+		return nil, nil, err
+	}
+	return readCloser{r, pl}, j.result, nil
+}
+
+type readCloser struct {
+	io.Reader
+	p *claimcheck.Payload
+}
+
+func (r readCloser) Close() error { return r.p.Close() }
+
+
+// ParseJobID parses a job id argument. Errors: ErrJobNotFound for anything
+// that is not a positive integer.
+func ParseJobID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("pipeline: %q is not a job id (a positive integer): %w", s, ErrJobNotFound)
+	}
+	return id, nil
+}

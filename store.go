@@ -1,0 +1,265 @@
+package claimcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// URLs
+	_ "gocloud.dev/blob/memblob"  // mem:// URLs
+	"gocloud.dev/gcerrors"
+)
+
+// DefaultInlineThreshold is the largest payload, in bytes, carried inline in
+// its ticket by default: 64 KiB, the seed article's break-even ("For jobs under
+// roughly 64KB the round trip is not worth it").
+const DefaultInlineThreshold = 64 << 10
+
+// DefaultStoreName is the logical store name written into tickets when
+// Options.Name is empty.
+const DefaultStoreName = "default"
+
+// Options configure a Store. The zero value is valid: content-addressed
+// keys, 64 KiB inline threshold, no size limit, spooling in os.TempDir.
+type Options struct {
+	// Name is the store's logical name, written into tickets in place of its
+	// URL (which may carry credentials). Default DefaultStoreName.
+	Name string
+	// Secret is the deployment secret. When set, content-addressed keys are
+	// salted per tenant (HMAC-SHA256), so equal content under two tenants
+	// lands on two objects and neither tenant can probe for the other's.
+	Secret []byte
+	// InlineThreshold is the largest payload, in bytes, carried inline in the
+	// ticket. 0 means DefaultInlineThreshold; negative means never inline.
+	InlineThreshold int64
+	// AlwaysOffload stores every payload, however small, as an object.
+	AlwaysOffload bool
+	// MaxPayloadSize, in bytes, rejects larger payloads with
+	// ErrPayloadTooLarge, leaving nothing behind. 0 means no limit.
+	MaxPayloadSize int64
+	// MaxMessageSize is the transport's maximum message size in bytes (SQS:
+	// 262,144 by default). When set, a threshold whose inline ticket could
+	// exceed it is an ErrConfig at open. 0 skips the check.
+	MaxMessageSize int64
+	// SpoolDir holds temporary files: check-ins being hashed and claims being
+	// verified. Default os.TempDir(). Files are removed when done.
+	SpoolDir string
+}
+
+// Store checks payloads into a gocloud.dev/blob bucket and claims them back
+// verified. It is safe for concurrent use.
+type Store struct {
+	bucket    *blob.Bucket
+	name      string
+	keys      keyPolicy
+	threshold int64 // -1: never inline
+	maxSize   int64
+	spoolDir  string
+	fileRoot  string // set for file:// buckets: directories to fsync live under it
+	owned     bool
+}
+
+// OpenStore opens the bucket at a gocloud.dev/blob URL (file://, mem://, and
+// any other scheme whose driver the program imports) and wraps it.
+//
+// For file:// URLs the directory is created if missing, temporary files are
+// placed beside their final path (no_tmp_dir=1) so the final rename never
+// crosses filesystems, and every check-in fsyncs the file and its directories
+// before a ticket exists: gocloud's fileblob does not fsync on its own.
+//
+// Errors: ErrConfig for a bad URL or option, ErrUnavailable or
+// ErrAccessDenied when the bucket cannot be opened.
+func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return nil, fmt.Errorf("claimcheck: store URL must look like file:///path or mem://: %w", ErrConfig)
+	}
+	var fileRoot string
+	if u.Scheme == "file" {
+		fileRoot = filepath.FromSlash(u.Path)
+		if fileRoot == "" || !filepath.IsAbs(fileRoot) {
+			return nil, fmt.Errorf("claimcheck: file store URL needs an absolute path (file:///abs/dir): %w", ErrConfig)
+		}
+		if err := os.MkdirAll(fileRoot, 0o750); err != nil {
+			return nil, fmt.Errorf("claimcheck: create store directory: %v: %w", pathErrNoName(err), ErrConfig)
+		}
+		q := u.Query()
+		if q.Get("no_tmp_dir") == "" {
+			q.Set("no_tmp_dir", "1")
+		}
+		u.RawQuery = q.Encode()
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
+	}
+	s, err := NewStore(b, opts)
+	if err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	s.fileRoot = fileRoot
+	s.owned = true
+	return s, nil
+}
+
+// NewStore wraps an open bucket. Close does not close a bucket passed here.
+// Durability is the bucket driver's: only OpenStore adds fsync for file://.
+func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	s := &Store{bucket: b, name: opts.Name, keys: keyPolicy{secret: opts.Secret}, maxSize: opts.MaxPayloadSize, spoolDir: opts.SpoolDir}
+	if s.name == "" {
+		s.name = DefaultStoreName
+	}
+	if err := validateStoreName(s.name); err != nil {
+		return nil, fmt.Errorf("claimcheck: %v: %w", err, ErrConfig)
+	}
+	switch {
+	case opts.AlwaysOffload || opts.InlineThreshold < 0:
+		s.threshold = -1
+	case opts.InlineThreshold == 0:
+		s.threshold = DefaultInlineThreshold
+	default:
+		s.threshold = opts.InlineThreshold
+	}
+	if opts.MaxPayloadSize < 0 {
+		return nil, fmt.Errorf("claimcheck: negative maximum payload size: %w", ErrConfig)
+	}
+	if opts.MaxMessageSize > 0 {
+		if need := InlineTicketSize(s.threshold); need > opts.MaxMessageSize {
+			return nil, fmt.Errorf("claimcheck: inline threshold of %d bytes makes tickets of up to %d bytes, above the transport's maximum message size of %d bytes: %w",
+				s.threshold, need, opts.MaxMessageSize, ErrConfig)
+		}
+		if opts.MaxMessageSize < MaxTicketBytes {
+			return nil, fmt.Errorf("claimcheck: transport's maximum message size of %d bytes is below the ticket budget of %d bytes: %w",
+				opts.MaxMessageSize, MaxTicketBytes, ErrConfig)
+		}
+	}
+	if s.spoolDir == "" {
+		s.spoolDir = os.TempDir()
+	}
+	if err := os.MkdirAll(s.spoolDir, 0o700); err != nil {
+		return nil, fmt.Errorf("claimcheck: create spool directory: %v: %w", pathErrNoName(err), ErrConfig)
+	}
+	return s, nil
+}
+
+// InlineTicketSize is the largest encoded ticket, in bytes, for an inline
+// payload of threshold bytes (base64 grows 3 bytes to 4), or MaxTicketBytes
+// when threshold is negative (never inline).
+func InlineTicketSize(threshold int64) int64 {
+	if threshold < 0 {
+		return MaxTicketBytes
+	}
+	return MaxTicketBytes + (threshold+2)/3*4 + int64(len(`,"inline":""`))
+}
+
+// Name is the store's logical name, as written into tickets.
+func (s *Store) Name() string { return s.name }
+
+// InlineThreshold is the largest inline payload in bytes, or -1 when every
+// payload is offloaded.
+func (s *Store) InlineThreshold() int64 { return s.threshold }
+
+// Bucket is the underlying bucket, for listing and operations tools.
+func (s *Store) Bucket() *blob.Bucket { return s.bucket }
+
+// Close closes the bucket if OpenStore opened it.
+func (s *Store) Close() error {
+	if s.owned {
+		return s.bucket.Close()
+	}
+	return nil
+}
+
+// IsTempKey reports whether a listed key is a temporary file of an
+// in-flight write (fileblob's "*.tmp" beside the final path), which
+// listings and sweeps must skip.
+func IsTempKey(key string) bool { return strings.HasSuffix(key, ".tmp") }
+
+// syncDirs fsyncs dir and each parent up to the store root, so a rename into
+// dir (and any directory MkdirAll created on the way) survives a crash.
+func (s *Store) syncDirs(dir string) error {
+	root := filepath.Clean(s.fileRoot)
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if err := syncPath(d); err != nil {
+			return err
+		}
+		if d == root || !strings.HasPrefix(d, root+string(filepath.Separator)) {
+			return nil
+		}
+	}
+}
+
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// pathErrNoName drops the path from an *os.PathError: paths under a store
+// contain object keys, which error strings must not reveal.
+func pathErrNoName(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+// ObjectInfo is what the store records about the object behind a ticket.
+type ObjectInfo struct {
+	// Exists is false when the object is missing.
+	Exists bool `json:"exists"`
+	// Size in bytes, as the store reports it.
+	Size int64 `json:"size"`
+	// ContentType as stored.
+	ContentType string `json:"content_type,omitempty"`
+	// ModTime is when the object was last written.
+	ModTime time.Time `json:"mod_time"`
+	// SHA256Prefix is the digest recorded on the object at check-in (a
+	// prefix, like every digest claimcheck prints).
+	SHA256Prefix string `json:"sha256_prefix,omitempty"`
+	// MatchesTicket is true when the recorded digest and the size equal the
+	// ticket's. It is metadata, not a verification: only a claim reads and
+	// hashes the bytes.
+	MatchesTicket bool `json:"matches_ticket"`
+}
+
+// Stat reads the stored attributes of the object behind t without
+// downloading it. An inline ticket has no object: Stat returns nil, nil.
+// Errors: ErrTicketInvalid, ErrAccessDenied, ErrUnavailable; a missing
+// object is not an error (Exists false).
+func (s *Store) Stat(ctx context.Context, t *Ticket) (*ObjectInfo, error) {
+	if _, err := s.Claim(t); err != nil {
+		return nil, err
+	}
+	if t.IsInline() {
+		return nil, nil
+	}
+	attrs, err := s.bucket.Attributes(ctx, t.Key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return &ObjectInfo{}, nil
+	}
+	if err != nil {
+		return nil, storeError("claimcheck: stat "+t.String(), err, false)
+	}
+	sum := attrs.Metadata[metaSHA256]
+	info := &ObjectInfo{Exists: true, Size: attrs.Size, ContentType: attrs.ContentType, ModTime: attrs.ModTime.UTC(),
+		MatchesTicket: sum == t.SHA256 && attrs.Size == t.Size}
+	if len(sum) >= 12 {
+		info.SHA256Prefix = sum[:12]
+	}
+	return info, nil
+}
