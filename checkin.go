@@ -95,6 +95,7 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 	// the payload travels inline.
 	var head bytes.Buffer
 	if s.threshold >= 0 {
+		head.Grow(int(min(s.threshold+1, 1<<20))) // one allocation, not doublings
 		if _, err := io.CopyN(&head, src, s.threshold+1); err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("claimcheck: check in tenant=%s: read payload: %w", tenant, err)
 		}
@@ -174,7 +175,9 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 	if err != nil {
 		return storeError("claimcheck: check in "+t.String(), err, false)
 	}
-	if _, err := io.Copy(w, body); err != nil {
+	// Plain reader and writer, so io.Copy cannot pick blob.Writer.ReadFrom
+	// and its 1 MiB buffer per check-in.
+	if _, err := io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{body}, make([]byte, 32<<10)); err != nil {
 		cancel() // cancelling before Close commits nothing
 		_ = w.Close()
 		return storeError("claimcheck: check in "+t.String()+": write", err, false)

@@ -91,6 +91,11 @@ func (p *Payload) Open(ctx context.Context) (io.ReadSeekCloser, error) {
 	if p.ticket.IsInline() {
 		return nopSeekCloser{bytes.NewReader(p.ticket.Inline)}, nil
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.verified == nil { // closed by another goroutine since Verify
+		return nil, fmt.Errorf("claimcheck: claim %s: payload closed while opening: %w", p.ticket, ErrUnavailable)
+	}
 	return nopSeekCloser{io.NewSectionReader(p.verified, 0, p.ticket.Size)}, nil
 }
 
@@ -116,7 +121,8 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 	return &verifyingReader{r: r, t: t, sum: sha256.New()}, nil
 }
 
-// Close releases the verified copy, if any. The payload can be opened again.
+// Close releases the verified copy, if any: readers returned by Open fail
+// after it. The payload can be opened again.
 func (p *Payload) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -63,9 +63,13 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 		j.ticket, j.Inline, j.Size, j.SHA256 = t, t.IsInline(), t.Size, t.DigestPrefix()
 	}
 	if n := len(row.Errors); n > 0 {
-		j.Error = row.Errors[n-1].Error
+		// River records a cancelled job's error as "JobCancelError: " + our
+		// "<reason>: …"; drop its prefix so Reason reads ours.
+		j.Error = strings.TrimPrefix(row.Errors[n-1].Error, "JobCancelError: ")
 		if j.Dead {
-			j.Reason, _, _ = strings.Cut(j.Error, ": ")
+			// River records a cancellation as "JobCancelError: <our error>",
+			// and our error starts with its reason (see reasonError).
+			j.Reason, _, _ = strings.Cut(strings.TrimPrefix(j.Error, "JobCancelError: "), ": ")
 		}
 	}
 	if j.Dead && j.Reason == "" {

@@ -122,6 +122,9 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if _, err := sqlitedb.Path(cfg.Database); err != nil {
+		return nil, fmt.Errorf("pipeline: database: %v: %w", err, claimcheck.ErrConfig)
+	}
 	db, err := sqlitedb.Open(cfg.Database)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -29,6 +30,7 @@ type submitted struct {
 
 func newSubmit(g *globals) *cobra.Command {
 	var kind, tenant, idem, contentType, name, version string
+	var allowEmpty bool
 	c := &cobra.Command{
 		Use:   "submit --kind K --tenant T [--idempotency-key X] FILE|-",
 		Short: "Check a payload in and enqueue one job carrying its ticket",
@@ -59,6 +61,9 @@ idempotency key, submitting again returns the first job and stores nothing new.`
 				return err
 			}
 			defer e.Close()
+			if !allowEmpty {
+				in = &nonEmpty{r: in, what: args[0]}
+			}
 			res, err := e.pipe.Enqueue(cmd.Context(), kind, tenant, in, &pipeline.EnqueueOptions{
 				IdempotencyKey: idem,
 				CheckIn:        claimcheck.CheckInOptions{ContentType: contentType, Name: name, Version: version},
@@ -86,7 +91,29 @@ idempotency key, submitting again returns the first job and stores nothing new.`
 	c.Flags().StringVar(&contentType, "content-type", "", "payload media type (default: from the file extension)")
 	c.Flags().StringVar(&name, "name", "", "store under this stable business key instead of the content address")
 	c.Flags().StringVar(&version, "version", "", "version of a named payload that legitimately changes")
+	c.Flags().BoolVar(&allowEmpty, "allow-empty", false, "accept an empty (0-byte) payload")
 	return c
+}
+
+// errEmptyPayload refuses a 0-byte payload unless --allow-empty: an empty
+// upload is far more often a failed download than a job.
+var errEmptyPayload = errors.New("payload is empty (0 bytes); pass --allow-empty if that is intended")
+
+// nonEmpty fails at EOF if no byte was read, so the check-in stops before
+// anything is enqueued.
+type nonEmpty struct {
+	r    io.Reader
+	what string
+	n    int64
+}
+
+func (e *nonEmpty) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.n += int64(n)
+	if err == io.EOF && e.n == 0 {
+		return n, fmt.Errorf("%s: %w", e.what, errEmptyPayload)
+	}
+	return n, err
 }
 
 // openInput opens FILE or "-" (stdin). A missing or unreadable file, or a

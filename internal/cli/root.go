@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -69,7 +70,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "claimcheck:", err)
+		fmt.Fprintln(stderr, "claimcheck:", strings.TrimPrefix(err.Error(), "claimcheck: "))
 		var ue usageError
 		if errors.As(err, &ue) {
 			return 2
@@ -108,10 +109,10 @@ in the data directory.`,
 	f.Int64Var(&g.inlineThreshold, "inline-threshold", envInt("CLAIMCHECK_INLINE_THRESHOLD", claimcheck.DefaultInlineThreshold), "largest payload carried inline in its ticket, in bytes (env CLAIMCHECK_INLINE_THRESHOLD)")
 	f.BoolVar(&g.alwaysOffload, "always-offload", os.Getenv("CLAIMCHECK_ALWAYS_OFFLOAD") == "1", "store every payload as an object, however small (env CLAIMCHECK_ALWAYS_OFFLOAD=1)")
 	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
-	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts)), "attempts of a job failing transiently before it is dead (env CLAIMCHECK_MAX_ATTEMPTS)")
+	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts)), "attempts of a job failing transiently before it is dead; set on the jobs a command submits (env CLAIMCHECK_MAX_ATTEMPTS)")
 	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
 	root.AddCommand(
-		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g),
+		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g),
 	)
 	return root
 }

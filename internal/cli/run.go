@@ -161,7 +161,16 @@ func collectFiles(args []string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot read %s: %v", f, unwrapPath(err))
 		}
+		st, err := fh.Stat()
 		fh.Close()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("cannot read %s: %v", f, unwrapPath(err))
+		case !st.Mode().IsRegular():
+			return nil, fmt.Errorf("cannot read %s: not a regular file", f)
+		case st.Size() == 0:
+			return nil, fmt.Errorf("%s is empty: an empty file is not a PDF; nothing was submitted", f)
+		}
 	}
 	return files, nil
 }

@@ -1,0 +1,228 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// BenchmarkCheckInClaim is one round trip per iteration: CheckIn of a
+// generated payload, Claim, Open (verified) and reading it to the end. Each
+// iteration uses fresh content, so no check-in is deduplicated. Peak RSS
+// and heap cover the whole timed loop.
+func BenchmarkCheckInClaim(b *testing.B) {
+	for _, size := range []int64{4 * MiB, 64 * MiB} {
+		b.Run(strings.ReplaceAll(FormatSize(size), " ", ""), func(b *testing.B) {
+			ctx := context.Background()
+			dir := b.TempDir()
+			store, err := claimcheck.OpenStore(ctx, "file://"+dir+"/store", &claimcheck.Options{SpoolDir: dir + "/spool"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			m := &meter{method: detectRSSMethod(), interval: 5 * time.Millisecond}
+			b.SetBytes(size)
+			b.ReportAllocs()
+			s, err := m.measure(func() error {
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					t, err := store.CheckIn(ctx, "bench", stream(uint64(i), size), nil)
+					if err != nil {
+						return err
+					}
+					p, err := store.Claim(t)
+					if err != nil {
+						return err
+					}
+					r, err := p.Open(ctx)
+					if err != nil {
+						return err
+					}
+					if _, err := io.Copy(io.Discard, r); err != nil {
+						return err
+					}
+					r.Close()
+					p.Close()
+					b.StopTimer()
+					if err := store.Bucket().Delete(ctx, t.Key); err != nil {
+						return err
+					}
+					b.StartTimer()
+				}
+				b.StopTimer()
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if m.method != RSSMethodNone {
+				b.ReportMetric(mib(s.peakRSS), "peak-RSS-MiB")
+			}
+			b.ReportMetric(mib(s.peakHeap), "peak-heap-MiB")
+		})
+	}
+}
+
+func TestRunSmall(t *testing.T) {
+	dir := t.TempDir()
+	sizes := []int64{8 * MiB, 1 * MiB} // unordered on purpose
+	var log bytes.Buffer
+	rep, err := Run(context.Background(), Config{Dir: dir, Sizes: sizes, Seed: 42, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("progress:\n%s", log.String())
+
+	type key struct {
+		size  int64
+		phase string
+	}
+	want := []key{
+		{8 * MiB, PhaseCheckIn}, {8 * MiB, PhaseOpen}, {8 * MiB, PhaseStream},
+		{1 * MiB, PhaseCheckIn}, {1 * MiB, PhaseOpen}, {1 * MiB, PhaseStream},
+		{1 * MiB, PhaseNaive},
+	}
+	if len(rep.Results) != len(want) {
+		t.Fatalf("got %d results, want %d: %+v", len(rep.Results), len(want), rep.Results)
+	}
+	digests := map[int64]string{}
+	for _, n := range sizes {
+		// Independent of the package's digest helper.
+		h := sha256.New()
+		if _, err := io.Copy(h, stream(42, n)); err != nil {
+			t.Fatal(err)
+		}
+		digests[n] = hex.EncodeToString(h.Sum(nil))
+	}
+	if digests[1*MiB] == digests[8*MiB] {
+		t.Fatal("streams of different sizes share a digest")
+	}
+	onLinux := rep.RSSMethod != RSSMethodNone
+	for i, r := range rep.Results {
+		if (key{r.Size, r.Phase}) != want[i] {
+			t.Errorf("result %d is %s %s, want %s %s", i, FormatSize(r.Size), r.Phase, FormatSize(want[i].size), want[i].phase)
+		}
+		if !r.Verified || r.SHA256 != digests[r.Size] {
+			t.Errorf("%s %s: verified=%t sha256=%s, want the generated stream's %s", FormatSize(r.Size), r.Phase, r.Verified, r.SHA256, digests[r.Size])
+		}
+		if r.Deduplicated {
+			t.Errorf("%s %s: deduplicated in a fresh store", FormatSize(r.Size), r.Phase)
+		}
+		if r.Seconds <= 0 || r.MiBPerSec <= 0 {
+			t.Errorf("%s %s: seconds=%v MiB/s=%v", FormatSize(r.Size), r.Phase, r.Seconds, r.MiBPerSec)
+		}
+		if r.PeakHeap == 0 {
+			t.Errorf("%s %s: no heap sample", FormatSize(r.Size), r.Phase)
+		}
+		if onLinux && (r.StartRSS == 0 || r.PeakRSS < r.StartRSS) {
+			t.Errorf("%s %s: start RSS %d, peak RSS %d", FormatSize(r.Size), r.Phase, r.StartRSS, r.PeakRSS)
+		}
+	}
+	// The baseline holds the whole payload: the heap sampler must see it.
+	if naive := rep.Results[6]; naive.PeakHeap < 1*MiB {
+		t.Errorf("naive ReadAll of 1 MiB: peak heap %d bytes, below the payload", naive.PeakHeap)
+	}
+	if len(rep.Checks) != 2 {
+		t.Fatalf("got %d checks, want 2", len(rep.Checks))
+	}
+	for _, c := range rep.Checks {
+		if c.Status != "PASS" && c.Status != "FAIL" && !(c.Status == "SKIP" && !onLinux) {
+			t.Errorf("check %q: status %q", c.Name, c.Status)
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("Run left %d entries in its directory (err %v)", len(entries), err)
+	}
+
+	var out bytes.Buffer
+	if err := rep.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Logf("report:\n%s", text)
+	for _, s := range []string{"peak RSS MiB", "peak heap MiB", "8 MiB", PhaseNaive, "peak RSS for 8 MiB under 64 MiB", "within 16 MiB of 1 MiB"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	if got := strings.Count(text, "\nPASS ") + strings.Count(text, "\nFAIL ") + strings.Count(text, "\nSKIP "); got != 2 {
+		t.Errorf("report has %d check lines, want 2", got)
+	}
+
+	js, err := rep.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, rep) {
+		t.Errorf("JSON round trip differs:\n%s", js)
+	}
+	for _, field := range []string{`"peak_rss_bytes"`, `"peak_heap_bytes"`, `"mib_per_s"`, `"status"`, `"rss_method"`} {
+		if !bytes.Contains(js, []byte(field)) {
+			t.Errorf("JSON lacks %s", field)
+		}
+	}
+}
+
+func TestRunRejectsBadSize(t *testing.T) {
+	if _, err := Run(context.Background(), Config{Dir: t.TempDir(), Sizes: []int64{0}}); err == nil {
+		t.Fatal("size 0 accepted")
+	}
+}
+
+func TestStreamDeterministic(t *testing.T) {
+	a, _ := io.ReadAll(stream(7, 100_000))
+	b, _ := io.ReadAll(stream(7, 100_000))
+	c, _ := io.ReadAll(stream(8, 100_000))
+	if len(a) != 100_000 || !bytes.Equal(a, b) || bytes.Equal(a, c) {
+		t.Fatalf("stream: len %d, same seed equal %t, other seed equal %t", len(a), bytes.Equal(a, b), bytes.Equal(a, c))
+	}
+}
+
+// TestRunFull runs the real measurement (default sizes, 4 MiB and 1 GiB)
+// when CLAIMCHECK_BENCH_FULL=1; CLAIMCHECK_BENCH_DIR picks the disk and
+// CLAIMCHECK_BENCH_SIZES (comma-separated bytes) overrides the sizes and
+// CLAIMCHECK_BENCH_NOBASELINE=1 skips the baseline. It prints the report and
+// fails if a check fails.
+func TestRunFull(t *testing.T) {
+	if os.Getenv("CLAIMCHECK_BENCH_FULL") != "1" {
+		t.Skip("set CLAIMCHECK_BENCH_FULL=1 to run (needs ~3 GiB of disk)")
+	}
+	cfg := Config{Dir: os.Getenv("CLAIMCHECK_BENCH_DIR"), Log: os.Stderr, NoBaseline: os.Getenv("CLAIMCHECK_BENCH_NOBASELINE") == "1"}
+	if s := os.Getenv("CLAIMCHECK_BENCH_SIZES"); s != "" {
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Sizes = append(cfg.Sizes, n)
+		}
+	}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Write(os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+	if js, err := rep.JSON(); err == nil {
+		t.Logf("json:\n%s", js)
+	}
+	if !rep.Passed() {
+		t.Error("a memory check failed")
+	}
+}

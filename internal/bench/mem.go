@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// RSS measurement methods, as recorded in Report.RSSMethod.
+const (
+	// RSSMethodHWM reads the kernel's peak RSS (VmHWM in /proc/self/status),
+	// reset before each measurement by writing "5" to /proc/self/clear_refs
+	// (Linux 4.0+). It sees every page the process touched, however briefly.
+	RSSMethodHWM = "VmHWM, reset via /proc/self/clear_refs"
+	// RSSMethodSampled samples VmRSS every Config.SampleInterval: the fallback
+	// when the peak cannot be reset. It can miss a spike shorter than the
+	// interval.
+	RSSMethodSampled = "VmRSS sampled"
+	// RSSMethodNone means /proc/self/status is unreadable (not Linux): RSS
+	// figures are 0 and the memory checks are skipped.
+	RSSMethodNone = "unavailable"
+)
+
+const (
+	procStatus    = "/proc/self/status"
+	procClearRefs = "/proc/self/clear_refs"
+	heapMetric    = "/memory/classes/heap/objects:bytes"
+)
+
+// sink keeps detectRSSMethod's probe allocation on the heap.
+var sink []byte
+
+// readStatus returns VmHWM and VmRSS from /proc/self/status, in bytes.
+func readStatus() (hwm, rss uint64, err error) {
+	b, err := os.ReadFile(procStatus)
+	if err != nil {
+		return 0, 0, err
+	}
+	var gotHWM, gotRSS bool
+	for line := range bytes.Lines(b) {
+		var dst *uint64
+		switch {
+		case bytes.HasPrefix(line, []byte("VmHWM:")):
+			dst, gotHWM = &hwm, true
+		case bytes.HasPrefix(line, []byte("VmRSS:")):
+			dst, gotRSS = &rss, true
+		default:
+			continue
+		}
+		f := bytes.Fields(line) // "VmHWM:", "1234", "kB"
+		if len(f) != 3 || string(f[2]) != "kB" {
+			return 0, 0, errors.New("bench: unexpected line in " + procStatus + ": " + string(bytes.TrimSpace(line)))
+		}
+		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		*dst = kb << 10
+	}
+	if !gotHWM || !gotRSS {
+		return 0, 0, errors.New("bench: no VmHWM/VmRSS in " + procStatus)
+	}
+	return hwm, rss, nil
+}
+
+func resetHWM() error {
+	return os.WriteFile(procClearRefs, []byte("5"), 0)
+}
+
+// settle collects garbage and returns freed memory to the OS, so that each
+// measurement starts from the same floor.
+func settle() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// detectRSSMethod checks, rather than assumes, that the peak can be reset:
+// it raises the peak with a 16 MiB touched allocation, frees it, resets, and
+// requires VmHWM to have dropped. The answer is computed once per process.
+var detectRSSMethod = sync.OnceValue(probeRSSMethod)
+
+func probeRSSMethod() string {
+	if _, _, err := readStatus(); err != nil {
+		return RSSMethodNone
+	}
+	sink = make([]byte, 16<<20)
+	for i := 0; i < len(sink); i += 4096 {
+		sink[i] = 1
+	}
+	sink = nil
+	settle()
+	before, _, err := readStatus()
+	if err != nil {
+		return RSSMethodSampled
+	}
+	if err := resetHWM(); err != nil {
+		return RSSMethodSampled
+	}
+	after, rss, err := readStatus()
+	if err != nil || after+8<<20 > before || after > rss+(1<<20) {
+		return RSSMethodSampled
+	}
+	return RSSMethodHWM
+}
+
+// sample is one measured run of a function.
+type sample struct {
+	elapsed  time.Duration
+	startRSS uint64 // RSS when the measurement started (after settle)
+	peakRSS  uint64
+	peakHeap uint64 // sampled /memory/classes/heap/objects:bytes
+}
+
+// meter measures elapsed time, peak RSS and peak Go heap of a function.
+// Measurements are process-wide: run one at a time.
+type meter struct {
+	method   string
+	interval time.Duration
+}
+
+func (m *meter) measure(fn func() error) (sample, error) {
+	settle()
+	var s sample
+	if m.method == RSSMethodHWM {
+		if err := resetHWM(); err != nil {
+			return s, err
+		}
+	}
+	if m.method != RSSMethodNone {
+		_, rss, err := readStatus()
+		if err != nil {
+			return s, err
+		}
+		s.startRSS = rss
+	}
+	p := m.startPoller()
+	start := time.Now()
+	err := fn()
+	s.elapsed = time.Since(start)
+	p.finish()
+	s.peakHeap = p.peakHeap
+	switch m.method {
+	case RSSMethodHWM:
+		hwm, _, rerr := readStatus()
+		if rerr != nil && err == nil {
+			err = rerr
+		}
+		s.peakRSS = hwm
+	case RSSMethodSampled:
+		s.peakRSS = max(p.peakRSS, s.startRSS)
+	}
+	return s, err
+}
+
+// poller samples the Go heap (and, in sampled mode, RSS) until finished.
+type poller struct {
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	rss      bool
+	metric   []metrics.Sample
+	peakHeap uint64
+	peakRSS  uint64
+}
+
+func (m *meter) startPoller() *poller {
+	p := &poller{
+		stop:   make(chan struct{}),
+		rss:    m.method == RSSMethodSampled,
+		metric: []metrics.Sample{{Name: heapMetric}},
+	}
+	p.poll()
+	p.wg.Go(func() {
+		t := time.NewTicker(m.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.poll()
+			}
+		}
+	})
+	return p
+}
+
+func (p *poller) poll() {
+	metrics.Read(p.metric)
+	if v := p.metric[0].Value; v.Kind() == metrics.KindUint64 {
+		p.peakHeap = max(p.peakHeap, v.Uint64())
+	}
+	if p.rss {
+		if _, rss, err := readStatus(); err == nil {
+			p.peakRSS = max(p.peakRSS, rss)
+		}
+	}
+}
+
+// finish stops the sampling goroutine and takes a last sample.
+func (p *poller) finish() {
+	close(p.stop)
+	p.wg.Wait()
+	p.poll()
+}
