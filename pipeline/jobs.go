@@ -220,7 +220,6 @@ type readCloser struct {
 
 func (r readCloser) Close() error { return r.p.Close() }
 
-
 // ParseJobID parses a job id argument. Errors: ErrJobNotFound for anything
 // that is not a positive integer.
 func ParseJobID(s string) (int64, error) {
