@@ -66,10 +66,8 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 		// River records a cancelled job's error as "JobCancelError: " + our
 		// "<reason>: …"; drop its prefix so Reason reads ours.
 		j.Error = strings.TrimPrefix(row.Errors[n-1].Error, "JobCancelError: ")
-		if j.Dead {
-			// River records a cancellation as "JobCancelError: <our error>",
-			// and our error starts with its reason (see reasonError).
-			j.Reason, _, _ = strings.Cut(strings.TrimPrefix(j.Error, "JobCancelError: "), ": ")
+		if j.Dead { // our error starts with its reason (see reasonError)
+			j.Reason, _, _ = strings.Cut(j.Error, ": ")
 		}
 	}
 	if j.Dead && j.Reason == "" {
