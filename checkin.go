@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"gocloud.dev/blob"
@@ -35,7 +37,7 @@ type CheckInOptions struct {
 	ContentType string
 	// Name, when set, stores the payload under a stable business key
 	// (payloads/<tenant>/named/<Name>[@<Version>]) instead of its content
-	// address: A-Z, a-z, 0-9, '-', '_', '.', and '/' between segments, at most
+	// address, however small (a named payload never travels inline): A-Z, a-z, 0-9, '-', '_', '.', and '/' between segments, at most
 	// MaxNameLen bytes. Re-checking the same bytes in is a no-op; different
 	// bytes under the same name and version fail with ErrKeyConflict.
 	Name string
@@ -93,8 +95,11 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 
 	// Read up to threshold+1 bytes: if the stream ends within the threshold,
 	// the payload travels inline.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w: %w", tenant, ErrUnavailable, err)
+	}
 	var head bytes.Buffer
-	if s.threshold >= 0 {
+	if s.threshold >= 0 && key == "" { // a named payload is always stored under its name
 		head.Grow(int(min(s.threshold+1, 1<<20))) // one allocation, not doublings
 		if _, err := io.CopyN(&head, src, s.threshold+1); err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("claimcheck: check in tenant=%s: read payload: %w", tenant, err)
@@ -152,6 +157,11 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 // put writes the spooled payload to t.Key unless an object with the same
 // digest and size is already there.
 func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
+	if s.fileRoot != "" {
+		mu := fileKeyLock(s.fileRoot, t.Key)
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	if same, err := s.holds(ctx, t); err != nil || same {
 		return err
 	}
@@ -206,6 +216,18 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// fileKeyLocks serialize writes of one key into a file:// store within this
+// process. fileblob's IfNotExist is a stat before a rename, not an atomic
+// create, so two check-ins of different bytes under one name could both
+// commit and both get a ticket (TestCheckInNamedConcurrentConflict).
+var fileKeyLocks [64]sync.Mutex
+
+func fileKeyLock(root, key string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(root + "\x00" + key))
+	return &fileKeyLocks[h.Sum32()%uint32(len(fileKeyLocks))]
 }
 
 // holds reports whether the object at t.Key already holds t's payload,

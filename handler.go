@@ -61,6 +61,9 @@ type lazyHandler struct{ Handler }
 // handler's error is returned wrapped; a failed result check-in is returned
 // as the store reported it.
 func (s *Store) Work(ctx context.Context, job *Job, t *Ticket, h Handler) (*Ticket, error) {
+	if job.Tenant != t.Tenant {
+		return nil, fmt.Errorf("claimcheck: job for tenant %q carries a ticket of %s: %w", job.Tenant, t, ErrTicketInvalid)
+	}
 	p, err := s.Claim(t)
 	if err != nil {
 		return nil, err

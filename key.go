@@ -119,6 +119,9 @@ func validateKey(key, tenant string) error {
 	if len(key) > len(PrefixPayloads)+MaxTenantLen+len("/named/")+MaxNameLen+1+MaxVersionLen {
 		return errors.New("key is too long")
 	}
+	if strings.HasSuffix(key, ".tmp") || strings.HasSuffix(key, ".attrs") {
+		return errors.New("key has a suffix reserved for the store's own files")
+	}
 	name, version, hasVersion := strings.Cut(rest, "@")
 	if err := validateSegment(name, true); err != nil {
 		return fmt.Errorf("key: %v", err)

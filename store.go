@@ -21,6 +21,10 @@ import (
 // roughly 64KB the round trip is not worth it").
 const DefaultInlineThreshold = 64 << 10
 
+// MaxInlineThreshold is the largest configurable inline threshold in bytes
+// (4 MiB): its tickets still parse (MaxEncodedTicketBytes).
+const MaxInlineThreshold = 4 << 20
+
 // DefaultStoreName is the logical store name written into tickets when
 // Options.Name is empty.
 const DefaultStoreName = "default"
@@ -82,6 +86,11 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 	}
 	var fileRoot string
 	if u.Scheme == "file" {
+		// fileblob ignores a host (file://data/x opens /x), and reads "." as
+		// a relative path that fileRoot below would not match.
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("claimcheck: file store URL takes no host, only an absolute path (file:///abs/dir): %w", ErrConfig)
+		}
 		fileRoot = filepath.FromSlash(u.Path)
 		if fileRoot == "" || !filepath.IsAbs(fileRoot) {
 			return nil, fmt.Errorf("claimcheck: file store URL needs an absolute path (file:///abs/dir): %w", ErrConfig)
@@ -129,6 +138,9 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 		s.threshold = DefaultInlineThreshold
 	default:
 		s.threshold = opts.InlineThreshold
+	}
+	if s.threshold > MaxInlineThreshold {
+		return nil, fmt.Errorf("claimcheck: inline threshold of %d bytes is above the maximum of %d: %w", s.threshold, MaxInlineThreshold, ErrConfig)
 	}
 	if opts.MaxPayloadSize < 0 {
 		return nil, fmt.Errorf("claimcheck: negative maximum payload size: %w", ErrConfig)

@@ -23,6 +23,10 @@ const TicketVersion = 1
 // fits; a test builds the worst case.
 const MaxTicketBytes = 512
 
+// MaxEncodedTicketBytes bounds what ParseTicket reads: the inline ticket of
+// a 4 MiB threshold, far above any sensible configuration.
+const MaxEncodedTicketBytes = 6 << 20
+
 // Ticket is the claim check: what a queue carries instead of the payload.
 // It holds what routing and verification need and nothing else. A ticket
 // either names an object (Key set) or carries the payload inline (Key empty;
@@ -79,6 +83,9 @@ func (t *Ticket) Marshal() ([]byte, error) {
 // that fails validation returns an error wrapping ErrTicketInvalid. Unknown
 // fields are ignored (they are minor-version additions).
 func ParseTicket(b []byte) (*Ticket, error) {
+	if len(b) > MaxEncodedTicketBytes {
+		return nil, fmt.Errorf("claimcheck: parse ticket: %d bytes, more than any ticket (%d): %w", len(b), MaxEncodedTicketBytes, ErrTicketInvalid)
+	}
 	var probe struct {
 		Version *int `json:"v"`
 	}
