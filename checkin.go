@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tink-crypto/tink-go/v2/tink"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
@@ -110,8 +111,11 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 			}
 			h.Write(head.Bytes())
 			t.SHA256, t.Size = h.sha256(), int64(head.Len())
-			if t.Size > 0 {
-				t.Inline = bytes.Clone(head.Bytes())
+			if err := s.sealInline(ctx, t, head.Bytes()); err != nil {
+				return nil, err
+			}
+			if err := s.sign(t); err != nil {
+				return nil, err
 			}
 			return t, nil
 		}
@@ -148,6 +152,9 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 	if err := s.put(ctx, t, spool); err != nil {
 		return nil, err
 	}
+	if err := s.sign(t); err != nil {
+		return nil, err
+	}
 	if _, err := t.Marshal(); err != nil { // budget guard: never hand out an oversized ticket
 		return nil, err
 	}
@@ -165,6 +172,20 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 	if same, err := s.holds(ctx, t); err != nil || same {
 		return err
 	}
+	meta := map[string]string{
+		metaSHA256: t.SHA256,
+		metaSize:   strconv.FormatInt(t.Size, 10),
+		metaTenant: t.Tenant,
+	}
+	var aead tink.StreamingAEAD
+	if s.seal != nil {
+		// Wrap the data key before anything is written: if the keeper
+		// cannot, nothing is stored, in plaintext or otherwise.
+		var err error
+		if aead, meta[metaDEK], err = s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key)); err != nil {
+			return fmt.Errorf("claimcheck: check in %s: %w", t, err)
+		}
+	}
 	var file *os.File
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -172,11 +193,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		ContentType:                 t.ContentType,
 		DisableContentTypeDetection: t.ContentType == "",
 		IfNotExist:                  true,
-		Metadata: map[string]string{
-			metaSHA256: t.SHA256,
-			metaSize:   strconv.FormatInt(t.Size, 10),
-			metaTenant: t.Tenant,
-		},
+		Metadata:                    meta,
 		BeforeWrite: func(as func(any) bool) error {
 			as(&file) // fileblob exposes its temporary *os.File
 			return nil
@@ -187,7 +204,19 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 	}
 	// Plain reader and writer, so io.Copy cannot pick blob.Writer.ReadFrom
 	// and its 1 MiB buffer per check-in.
-	if _, err := io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{body}, make([]byte, 32<<10)); err != nil {
+	var dst io.WriteCloser = nopWriteCloser{w}
+	if aead != nil {
+		if dst, err = aead.NewEncryptingWriter(w, associatedData(t.Tenant, t.Key)); err != nil {
+			cancel()
+			_ = w.Close()
+			return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
+		}
+	}
+	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{body}, make([]byte, 32<<10))
+	if err == nil {
+		err = dst.Close() // the final ciphertext segment
+	}
+	if err != nil {
 		cancel() // cancelling before Close commits nothing
 		_ = w.Close()
 		return storeError("claimcheck: check in "+t.String()+": write", err, false)
@@ -241,7 +270,10 @@ func (s *Store) holds(ctx context.Context, t *Ticket) (bool, error) {
 	if err != nil {
 		return false, storeError("claimcheck: check in "+t.String()+": look up key", err, false)
 	}
-	if attrs.Metadata[metaSHA256] == t.SHA256 && attrs.Size == t.Size {
+	if s.seal != nil && attrs.Metadata[metaDEK] == "" {
+		return false, fmt.Errorf("claimcheck: check in %s: an unencrypted object holds the key and this store encrypts: %w", t, ErrKeyConflict)
+	}
+	if attrs.Metadata[metaSHA256] == t.SHA256 && attrs.Metadata[metaSize] == strconv.FormatInt(t.Size, 10) {
 		return true, nil
 	}
 	return false, fmt.Errorf("claimcheck: check in %s: %w (add a version to the name)", t, ErrKeyConflict)
@@ -340,4 +372,37 @@ func (c contextReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// sealInline sets an inline ticket's bytes: the plaintext, or, when the
+// store encrypts, its ciphertext under a fresh data key wrapped into t.DEK
+// (the broker never carries plaintext).
+func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
+	if s.seal == nil {
+		if len(plain) > 0 {
+			t.Inline = bytes.Clone(plain)
+		}
+		return nil
+	}
+	ad := associatedData(t.Tenant, "")
+	aead, dek, err := s.seal.newDataKey(ctx, ad)
+	if err != nil {
+		return fmt.Errorf("claimcheck: check in %s: %w", t, err)
+	}
+	var buf bytes.Buffer
+	w, err := aead.NewEncryptingWriter(&buf, ad)
+	if err == nil {
+		if _, err = w.Write(plain); err == nil {
+			err = w.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
+	}
+	t.Inline, t.DEK = buf.Bytes(), dek
+	return nil
 }

@@ -387,7 +387,7 @@ func TestCheckInSaltedKeys(t *testing.T) {
 	b.assertObjects(t, alpha.Key, beta.Key)
 
 	// Another deployment secret gives another key.
-	other := setupMem(t, &claimcheck.Options{Secret: []byte("another-secret")})
+	other := setupMem(t, &claimcheck.Options{Secret: []byte("another-deployment-secret")})
 	if tk := other.checkIn(t, "alpha", data, nil); tk.Key == alpha.Key {
 		t.Fatal("two secrets give the same key")
 	}

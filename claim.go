@@ -20,6 +20,7 @@ type Payload struct {
 
 	mu       sync.Mutex
 	verified *spoolFile // set once the payload has been fetched and verified
+	plain    []byte     // an inline payload's verified (decrypted) bytes
 }
 
 // Claim validates a ticket against this store and returns its payload,
@@ -34,6 +35,9 @@ func (s *Store) Claim(t *Ticket) (*Payload, error) {
 	}
 	if !t.IsInline() && t.Store != s.name {
 		return nil, fmt.Errorf("claimcheck: claim %s: ticket is for store %q, this is %q: %w", t, t.Store, s.name, ErrTicketInvalid)
+	}
+	if err := s.authorize(t); err != nil {
+		return nil, err
 	}
 	return &Payload{store: s, ticket: t}, nil
 }
@@ -55,7 +59,8 @@ func (p *Payload) Verify(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ticket.IsInline() {
-		return verifyInline(p.ticket)
+		_, err := p.inlineBytes(ctx)
+		return err
 	}
 	if p.verified != nil {
 		return nil
@@ -89,7 +94,7 @@ func (p *Payload) Open(ctx context.Context) (io.ReadSeekCloser, error) {
 		return nil, err
 	}
 	if p.ticket.IsInline() {
-		return nopSeekCloser{bytes.NewReader(p.ticket.Inline)}, nil
+		return nopSeekCloser{bytes.NewReader(p.plain)}, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -109,16 +114,79 @@ func (p *Payload) Open(ctx context.Context) (io.ReadSeekCloser, error) {
 func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 	t := p.ticket
 	if t.IsInline() {
-		if err := verifyInline(t); err != nil {
+		p.mu.Lock()
+		b, err := p.inlineBytes(ctx)
+		p.mu.Unlock()
+		if err != nil {
 			return nil, err
 		}
-		return io.NopCloser(bytes.NewReader(t.Inline)), nil
+		return io.NopCloser(bytes.NewReader(b)), nil
 	}
-	r, err := p.store.bucket.NewReader(ctx, t.Key, nil)
+	s := p.store
+	var wrapped string
+	if s.seal != nil {
+		// The wrapped data key is in the object's metadata: one HEAD first.
+		attrs, err := s.bucket.Attributes(ctx, t.Key)
+		if err != nil {
+			return nil, storeError("claimcheck: claim "+t.String(), err, true)
+		}
+		if wrapped = attrs.Metadata[metaDEK]; wrapped == "" {
+			return nil, fmt.Errorf("claimcheck: claim %s: object is not encrypted and this store requires it: %w", t, ErrPayloadCorrupt)
+		}
+	}
+	r, err := s.bucket.NewReader(ctx, t.Key, nil)
 	if err != nil {
 		return nil, storeError("claimcheck: claim "+t.String(), err, true)
 	}
-	return &verifyingReader{r: r, t: t, sum: sha256.New()}, nil
+	v := &verifyingReader{r: r, t: t, sum: sha256.New(), src: r}
+	if wrapped != "" {
+		ad := associatedData(t.Tenant, t.Key)
+		aead, err := s.seal.openDataKey(ctx, wrapped, ad)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("claimcheck: claim %s: %w", t, err)
+		}
+		tr := &trackingReader{r: r}
+		dr, err := aead.NewDecryptingReader(tr, ad)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt)
+		}
+		v.src, v.tracked = dr, tr
+	}
+	return v, nil
+}
+
+// inlineBytes returns an inline payload's bytes, decrypted if sealed, after
+// checking them against the ticket. Callers hold p.mu.
+func (p *Payload) inlineBytes(ctx context.Context) ([]byte, error) {
+	if p.plain != nil || p.ticket.Size == 0 && p.ticket.DEK == "" {
+		return p.plain, verifyInline(p.ticket, p.plain)
+	}
+	t := p.ticket
+	b := t.Inline
+	if t.DEK != "" {
+		if p.store.seal == nil {
+			return nil, fmt.Errorf("claimcheck: claim %s: the payload is encrypted and this store has no keeper: %w", t, ErrConfig)
+		}
+		ad := associatedData(t.Tenant, "")
+		aead, err := p.store.seal.openDataKey(ctx, t.DEK, ad)
+		if err != nil {
+			return nil, fmt.Errorf("claimcheck: claim %s: %w", t, err)
+		}
+		dr, err := aead.NewDecryptingReader(bytes.NewReader(t.Inline), ad)
+		if err == nil {
+			b, err = io.ReadAll(io.LimitReader(dr, t.Size+1))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claimcheck: claim %s: inline ciphertext does not decrypt: %w", t, ErrPayloadCorrupt)
+		}
+	}
+	if err := verifyInline(t, b); err != nil {
+		return nil, err
+	}
+	p.plain = b
+	return b, nil
 }
 
 // Close releases the verified copy, if any: readers returned by Open fail
@@ -134,18 +202,23 @@ func (p *Payload) Close() error {
 	return nil
 }
 
-func verifyInline(t *Ticket) error {
-	sum := sha256.Sum256(t.Inline)
-	if int64(len(t.Inline)) != t.Size || hex.EncodeToString(sum[:]) != t.SHA256 {
+func verifyInline(t *Ticket, b []byte) error {
+	sum := sha256.Sum256(b)
+	if int64(len(b)) != t.Size || hex.EncodeToString(sum[:]) != t.SHA256 {
 		return fmt.Errorf("claimcheck: claim %s: inline bytes do not match the ticket: %w", t, ErrPayloadCorrupt)
 	}
 	return nil
 }
 
+// verifyingReader hashes and counts what src yields (the object, or its
+// decryption) and fails at EOF on a mismatch; r is the object, closed at
+// the end.
 type verifyingReader struct {
-	r   io.ReadCloser
-	t   *Ticket
-	sum interface {
+	r       io.ReadCloser
+	src     io.Reader
+	tracked *trackingReader // the object under a decrypting src, to classify errors
+	t       *Ticket
+	sum     interface {
 		io.Writer
 		Sum([]byte) []byte
 	}
@@ -157,7 +230,7 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	if v.err != nil {
 		return 0, v.err
 	}
-	n, err := v.r.Read(p)
+	n, err := v.src.Read(p)
 	v.n += int64(n)
 	v.sum.Write(p[:n])
 	switch {
@@ -173,6 +246,10 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 			v.err = io.EOF
 		}
 		return n, v.err
+	case err != nil && v.tracked != nil && v.tracked.err == nil:
+		// The object read fine, so the decryption failed: tampered bytes.
+		v.err = fmt.Errorf("claimcheck: claim %s: ciphertext does not authenticate: %w", v.t, ErrPayloadCorrupt)
+		return n, v.err
 	case err != nil:
 		v.err = storeError("claimcheck: claim "+v.t.String()+": read", err, true)
 		return n, v.err
@@ -185,3 +262,18 @@ func (v *verifyingReader) Close() error { return v.r.Close() }
 type nopSeekCloser struct{ io.ReadSeeker }
 
 func (nopSeekCloser) Close() error { return nil }
+
+// trackingReader remembers the first non-EOF error of the object read, so a
+// decryption failure can be told from a store failure.
+type trackingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (t *trackingReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && t.err == nil {
+		t.err = err
+	}
+	return n, err
+}

@@ -22,6 +22,9 @@ import (
 //     major version, or fails validation (bad tenant, key outside its prefix).
 //   - ErrPayloadTooLarge: the payload exceeds the configured maximum size.
 //   - ErrKeyConflict: a named key already holds different bytes.
+//   - ErrTicketForbidden: a ticket for a tenant the worker does not serve,
+//     or unsigned or altered when signing is on (a security failure; nothing
+//     is fetched).
 //   - any error wrapped with Permanent (a handler's own verdict).
 //
 // Transient (retried with backoff, reported, never treated as "missing"):
@@ -38,6 +41,7 @@ var (
 	ErrTicketInvalid   = errors.New("ticket invalid")
 	ErrPayloadTooLarge = errors.New("payload too large")
 	ErrKeyConflict     = errors.New("key holds different bytes")
+	ErrTicketForbidden = errors.New("ticket forbidden")
 	ErrAccessDenied    = errors.New("access denied")
 	ErrUnavailable     = errors.New("store unavailable")
 	ErrConfig          = errors.New("invalid configuration")
@@ -50,6 +54,7 @@ const (
 	ReasonTicketInvalid   = "ticket-invalid"
 	ReasonPayloadTooLarge = "payload-too-large"
 	ReasonKeyConflict     = "key-conflict"
+	ReasonTicketForbidden = "ticket-forbidden"
 	ReasonHandler         = "handler-permanent"
 	ReasonAccessDenied    = "access-denied"
 	ReasonUnavailable     = "store-unavailable"
@@ -67,6 +72,7 @@ var reasons = []struct {
 	{ErrTicketInvalid, ReasonTicketInvalid, true},
 	{ErrPayloadTooLarge, ReasonPayloadTooLarge, true},
 	{ErrKeyConflict, ReasonKeyConflict, true},
+	{ErrTicketForbidden, ReasonTicketForbidden, true},
 	{ErrAccessDenied, ReasonAccessDenied, false},
 	{ErrUnavailable, ReasonUnavailable, false},
 	{ErrConfig, ReasonConfig, false},

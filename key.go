@@ -29,9 +29,9 @@ const (
 // MaxTicketBytes (see TestTicketWorstCaseFitsBudget).
 const (
 	MaxTenantLen      = 48
-	MaxNameLen        = 80
+	MaxNameLen        = 48
 	MaxVersionLen     = 24
-	MaxContentTypeLen = 64
+	MaxContentTypeLen = 48
 	MaxStoreNameLen   = 16
 )
 

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	_ "gocloud.dev/blob/fileblob" // file:// URLs
 	_ "gocloud.dev/blob/memblob"  // mem:// URLs
 	"gocloud.dev/gcerrors"
+	"gocloud.dev/secrets"
 )
 
 // DefaultInlineThreshold is the largest payload, in bytes, carried inline in
@@ -35,10 +38,23 @@ type Options struct {
 	// Name is the store's logical name, written into tickets in place of its
 	// URL (which may carry credentials). Default DefaultStoreName.
 	Name string
-	// Secret is the deployment secret. When set, content-addressed keys are
-	// salted per tenant (HMAC-SHA256), so equal content under two tenants
-	// lands on two objects and neither tenant can probe for the other's.
+	// Secret is the deployment secret, at least 16 bytes. When set,
+	// content-addressed keys are salted per tenant (HMAC-SHA256), so equal
+	// content under two tenants lands on two objects and neither tenant can
+	// probe for the other's; and SignTickets can be used.
 	Secret []byte
+	// SignTickets signs every ticket checked in (HMAC-SHA256 under a key
+	// derived from Secret) and refuses, with ErrTicketForbidden, unsigned or
+	// altered tickets at claim. Requires Secret.
+	SignTickets bool
+	// Keeper, when set, encrypts every payload at rest (envelope encryption:
+	// a fresh streaming-AEAD data key per payload, wrapped by the keeper's
+	// key). Check-in fails rather than store plaintext if the keeper cannot
+	// wrap; claims refuse unencrypted objects. See seal.go.
+	Keeper *secrets.Keeper
+	// Tenants, when set, are the only tenants whose tickets Claim accepts;
+	// any other is ErrTicketForbidden, refused before any fetch.
+	Tenants []string
 	// InlineThreshold is the largest payload, in bytes, carried inline in the
 	// ticket. 0 means DefaultInlineThreshold; negative means never inline.
 	InlineThreshold int64
@@ -67,6 +83,9 @@ type Store struct {
 	spoolDir  string
 	fileRoot  string // set for file:// buckets: directories to fsync live under it
 	owned     bool
+	signKey   []byte  // nil: tickets are not signed
+	seal      *sealer // nil: payloads are stored as they are
+	tenants   []string
 }
 
 // OpenStore opens the bucket at a gocloud.dev/blob URL (file://, mem://, and
@@ -128,6 +147,24 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 	if s.name == "" {
 		s.name = DefaultStoreName
 	}
+	if len(opts.Secret) > 0 && len(opts.Secret) < 16 {
+		return nil, fmt.Errorf("claimcheck: the deployment secret must be at least 16 bytes: %w", ErrConfig)
+	}
+	if opts.SignTickets {
+		if len(opts.Secret) == 0 {
+			return nil, fmt.Errorf("claimcheck: signing tickets needs a deployment secret: %w", ErrConfig)
+		}
+		s.signKey = signingKey(opts.Secret)
+	}
+	if opts.Keeper != nil {
+		s.seal = &sealer{keeper: opts.Keeper}
+	}
+	for _, t := range opts.Tenants {
+		if err := ValidateTenant(t); err != nil {
+			return nil, fmt.Errorf("claimcheck: Options.Tenants: %v: %w", err, ErrConfig)
+		}
+	}
+	s.tenants = slices.Clone(opts.Tenants)
 	if err := validateStoreName(s.name); err != nil {
 		return nil, fmt.Errorf("claimcheck: %v: %w", err, ErrConfig)
 	}
@@ -166,13 +203,23 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 
 // InlineTicketSize is the largest encoded ticket, in bytes, for an inline
 // payload of threshold bytes (base64 grows 3 bytes to 4), or MaxTicketBytes
-// when threshold is negative (never inline).
+// when threshold is negative (never inline). It allows for encryption: up
+// to inlineSealOverhead bytes of ciphertext header and tags, and a wrapped
+// data key of up to maxDEKField bytes.
 func InlineTicketSize(threshold int64) int64 {
 	if threshold < 0 {
 		return MaxTicketBytes
 	}
-	return MaxTicketBytes + (threshold+2)/3*4 + int64(len(`,"inline":""`))
+	return MaxTicketBytes + (threshold+inlineSealOverhead+2)/3*4 + int64(len(`,"inline":""`)) + maxDEKField
 }
+
+// Encryption overheads for InlineTicketSize, in bytes: Tink's streaming
+// AEAD header (40 bytes) and one 16-byte tag per 1 MiB segment, rounded up;
+// a wrapped keyset is about 200 bytes with a local key, more with a KMS.
+const (
+	inlineSealOverhead = 256
+	maxDEKField        = 1024
+)
 
 // Name is the store's logical name, as written into tickets.
 func (s *Store) Name() string { return s.name }
@@ -243,8 +290,11 @@ type ObjectInfo struct {
 	// SHA256Prefix is the digest recorded on the object at check-in (a
 	// prefix, like every digest claimcheck prints).
 	SHA256Prefix string `json:"sha256_prefix,omitempty"`
-	// MatchesTicket is true when the recorded digest and the size equal the
-	// ticket's. It is metadata, not a verification: only a claim reads and
+	// Encrypted is true when the object is sealed (its Size is then the
+	// ciphertext's).
+	Encrypted bool `json:"encrypted"`
+	// MatchesTicket is true when the recorded digest and plaintext size
+	// equal the ticket's. It is metadata, not a verification: only a claim reads and
 	// hashes the bytes.
 	MatchesTicket bool `json:"matches_ticket"`
 }
@@ -269,7 +319,11 @@ func (s *Store) Stat(ctx context.Context, t *Ticket) (*ObjectInfo, error) {
 	}
 	sum := attrs.Metadata[metaSHA256]
 	info := &ObjectInfo{Exists: true, Size: attrs.Size, ContentType: attrs.ContentType, ModTime: attrs.ModTime.UTC(),
-		MatchesTicket: sum == t.SHA256 && attrs.Size == t.Size}
+		Encrypted:     attrs.Metadata[metaDEK] != "",
+		MatchesTicket: sum == t.SHA256 && attrs.Metadata[metaSize] == strconv.FormatInt(t.Size, 10)}
+	if !info.Encrypted && attrs.Size != t.Size {
+		info.MatchesTicket = false
+	}
 	if len(sum) >= 12 {
 		info.SHA256Prefix = sum[:12]
 	}

@@ -55,8 +55,15 @@ type Ticket struct {
 	ContentType string `json:"type,omitempty"`
 	// Created is when the payload was checked in (UTC).
 	Created time.Time `json:"created"`
-	// Inline holds a small payload's bytes (base64 in JSON).
+	// Inline holds a small payload's bytes (base64 in JSON): the plaintext,
+	// or its ciphertext when DEK is set.
 	Inline []byte `json:"inline,omitempty"`
+	// DEK is the wrapped data key of an encrypted inline payload (base64).
+	// An offloaded payload's wrapped key is in its object's metadata.
+	DEK string `json:"dek,omitempty"`
+	// Sig authenticates the ticket: base64url HMAC-SHA256, under a key
+	// derived from the deployment secret, of the ticket encoded without Sig.
+	Sig string `json:"sig,omitempty"`
 }
 
 // IsInline reports whether the ticket carries its payload itself.
@@ -159,12 +166,15 @@ func (t *Ticket) validate() error {
 		if t.Store != "" {
 			return invalid("inline ticket names a store")
 		}
-		if int64(len(t.Inline)) != t.Size {
+		if t.DEK == "" && int64(len(t.Inline)) != t.Size {
 			return invalid("inline payload is %d bytes, size says %d", len(t.Inline), t.Size)
+		}
+		if t.DEK != "" && int64(len(t.Inline)) <= t.Size {
+			return invalid("encrypted inline payload is shorter than its plaintext")
 		}
 		return nil
 	}
-	if len(t.Inline) != 0 {
+	if len(t.Inline) != 0 || t.DEK != "" {
 		return invalid("ticket has both a key and inline bytes")
 	}
 	if err := validateStoreName(t.Store); err != nil {

@@ -397,6 +397,8 @@ func TestTicketWorstCaseFitsBudget(t *testing.T) {
 		Size:        math.MaxInt64,
 		ContentType: ct,
 		Created:     time.Date(9999, 12, 31, 23, 59, 59, 123456789, time.UTC),
+		// A signature: base64url of a 32-byte HMAC.
+		Sig: strings.Repeat("S", 43),
 	}
 
 	for _, tc := range []struct {
@@ -468,7 +470,8 @@ func TestInlineTicketSizeBound(t *testing.T) {
 	if got := claimcheck.InlineTicketSize(-1); got != claimcheck.MaxTicketBytes {
 		t.Errorf("InlineTicketSize(-1) = %d, want %d", got, claimcheck.MaxTicketBytes)
 	}
-	if got, want := claimcheck.InlineTicketSize(claimcheck.DefaultInlineThreshold), int64(512+87384+12); got != want {
+	// 512 + base64 of (64 KiB + 256 B of AEAD overhead) + `,"inline":""` + 1 KiB for a wrapped data key.
+	if got, want := claimcheck.InlineTicketSize(claimcheck.DefaultInlineThreshold), int64(512+(65536+256+2)/3*4+12+1024); got != want {
 		t.Errorf("InlineTicketSize(64 KiB) = %d, want %d", got, want)
 	}
 }

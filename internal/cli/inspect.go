@@ -102,7 +102,7 @@ func printHalf(w io.Writer, name string, h *half, ticketBytes int) {
 		fmt.Fprintf(w, "%s object: key=%s MISSING\n", name, h.Key)
 	default:
 		o := h.Object
-		fmt.Fprintf(w, "%s object: key=%s size=%d type=%s written=%s recorded-sha256=%s… matches-ticket=%t\n",
-			name, h.Key, o.Size, o.ContentType, o.ModTime.Format(time.RFC3339), o.SHA256Prefix, o.MatchesTicket)
+		fmt.Fprintf(w, "%s object: key=%s stored-size=%d encrypted=%t type=%s written=%s recorded-sha256=%s… matches-ticket=%t\n",
+			name, h.Key, o.Size, o.Encrypted, o.ContentType, o.ModTime.Format(time.RFC3339), o.SHA256Prefix, o.MatchesTicket)
 	}
 }

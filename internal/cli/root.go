@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"gocloud.dev/secrets"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/pipeline"
@@ -29,6 +30,8 @@ type globals struct {
 	store           string
 	database        string
 	secretHex       string
+	keeper          string
+	tenants         []string // set by work: the only tenants claimed
 	inlineThreshold int64
 	alwaysOffload   bool
 	maxPayloadSize  int64
@@ -105,7 +108,8 @@ in the data directory.`,
 	f.StringVar(&g.data, "data", envOr("CLAIMCHECK_DATA", "./claimcheck-data"), "data directory: embedded database, file store, temporary files (env CLAIMCHECK_DATA)")
 	f.StringVar(&g.store, "store", envOr("CLAIMCHECK_STORE", ""), "object store URL, e.g. file:///abs/dir or mem:// (env CLAIMCHECK_STORE; default file store in the data directory)")
 	f.StringVar(&g.database, "database", envOr("CLAIMCHECK_DATABASE", ""), "job database URL, sqlite:///abs/file.db (env CLAIMCHECK_DATABASE; default in the data directory)")
-	f.StringVar(&g.secretHex, "secret", envOr("CLAIMCHECK_SECRET", ""), "deployment secret, hex: salts content-addressed keys per tenant (env CLAIMCHECK_SECRET)")
+	f.StringVar(&g.secretHex, "secret", envOr("CLAIMCHECK_SECRET", ""), "deployment secret, hex, at least 16 bytes: salts content-addressed keys per tenant and signs tickets; unsigned or altered tickets are then refused (env CLAIMCHECK_SECRET)")
+	f.StringVar(&g.keeper, "keeper", envOr("CLAIMCHECK_KEEPER", ""), "key-encryption keeper URL for payload encryption (gocloud.dev/secrets: base64key://, awskms://, gcpkms://, azurekeyvault://), or \"none\"; default: a local key file created in <data>/keys (env CLAIMCHECK_KEEPER)")
 	f.Int64Var(&g.inlineThreshold, "inline-threshold", envInt("CLAIMCHECK_INLINE_THRESHOLD", claimcheck.DefaultInlineThreshold), "largest payload carried inline in its ticket, in bytes (env CLAIMCHECK_INLINE_THRESHOLD)")
 	f.BoolVar(&g.alwaysOffload, "always-offload", os.Getenv("CLAIMCHECK_ALWAYS_OFFLOAD") == "1", "store every payload as an object, however small (env CLAIMCHECK_ALWAYS_OFFLOAD=1)")
 	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
@@ -119,9 +123,10 @@ in the data directory.`,
 
 // env is an opened data directory: store and pipeline.
 type env struct {
-	store *claimcheck.Store
-	pipe  *pipeline.Pipeline
-	data  string
+	store  *claimcheck.Store
+	pipe   *pipeline.Pipeline
+	data   string
+	keeper *secrets.Keeper
 }
 
 func (e *env) spoolDir() string { return filepath.Join(e.data, "tmp") }
@@ -129,6 +134,9 @@ func (e *env) spoolDir() string { return filepath.Join(e.data, "tmp") }
 func (e *env) Close() {
 	e.pipe.Close()
 	e.store.Close()
+	if e.keeper != nil {
+		e.keeper.Close()
+	}
 }
 
 // open checks the data directory is writable, then opens the store and the
@@ -159,14 +167,24 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 	if threshold == 0 {
 		threshold = -1 // --inline-threshold 0: nothing travels inline
 	}
+	keeper, err := openKeeper(ctx, g.keeper, data)
+	if err != nil {
+		return nil, err
+	}
 	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{
 		Secret:          secret,
+		SignTickets:     secret != nil,
+		Keeper:          keeper,
+		Tenants:         g.tenants,
 		InlineThreshold: threshold,
 		AlwaysOffload:   g.alwaysOffload,
 		MaxPayloadSize:  g.maxPayloadSize,
 		SpoolDir:        (&env{data: data}).spoolDir(),
 	})
 	if err != nil {
+		if keeper != nil {
+			keeper.Close()
+		}
 		return nil, err
 	}
 	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts})
@@ -174,7 +192,7 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		store.Close()
 		return nil, err
 	}
-	return &env{store: store, pipe: pipe, data: data}, nil
+	return &env{store: store, pipe: pipe, data: data, keeper: keeper}, nil
 }
 
 // ensureWritable creates dir if needed and proves a file can be written in

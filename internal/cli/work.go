@@ -95,6 +95,7 @@ failure (dead letter), and any other failure is retried with backoff.`,
 		},
 	}
 	c.Flags().StringVar(&kind, "kind", "", "job kind to work (required)")
+	c.Flags().StringArrayVar(&g.tenants, "tenant", nil, "claim only this tenant's payloads (repeatable); others are dead-lettered as ticket-forbidden without any fetch")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
 	c.Flags().BoolVar(&untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
 	c.Flags().Bool("exec", false, "run the command after -- for each job (payload on stdin, result on stdout)")

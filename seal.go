@@ -1,0 +1,129 @@
+package claimcheck
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/tink-crypto/tink-go/v2/keyset"
+	"github.com/tink-crypto/tink-go/v2/streamingaead"
+	"github.com/tink-crypto/tink-go/v2/tink"
+	"gocloud.dev/gcerrors"
+	"gocloud.dev/secrets"
+)
+
+// Envelope encryption (sealing). Each payload gets a fresh data key: a Tink
+// streaming-AEAD keyset (AES256-GCM-HKDF, 1 MiB segments) that encrypts the
+// bytes as they stream. The keyset is wrapped by a key-encryption key held
+// by a gocloud.dev/secrets Keeper (a local key file, AWS KMS, GCP KMS, Azure
+// Key Vault), which neither the broker operator nor the store holds. The
+// associated data binds each ciphertext to its tenant and object key, so an
+// object copied under another key or tenant fails to decrypt.
+//
+// The wrapped data key travels in the object's metadata (offloaded payloads)
+// or in the ticket's "dek" field (inline payloads, whose ticket is not held
+// to the 512-byte budget). The ticket's sha256 and size always describe the
+// plaintext and are verified after decryption.
+
+// metaDEK is the object metadata entry holding the wrapped data key.
+const metaDEK = "claimcheck-dek"
+
+// sealer wraps and unwraps data keys with a keeper.
+type sealer struct{ keeper *secrets.Keeper }
+
+// associatedData binds a ciphertext to its tenant and key (empty key for an
+// inline payload).
+func associatedData(tenant, key string) []byte {
+	return []byte("claimcheck/seal/v1\x00" + tenant + "\x00" + key)
+}
+
+// newDataKey makes a fresh streaming AEAD and its wrapped keyset (base64).
+func (s sealer) newDataKey(ctx context.Context, ad []byte) (tink.StreamingAEAD, string, error) {
+	h, err := keyset.NewHandle(streamingaead.AES256GCMHKDF1MBKeyTemplate())
+	if err != nil {
+		return nil, "", fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
+	}
+	var buf bytes.Buffer
+	if err := h.WriteWithContext(ctx, keyset.NewBinaryWriter(&buf), keeperAEAD{s.keeper}, ad); err != nil {
+		return nil, "", keeperError("wrap data key", err)
+	}
+	p, err := streamingaead.New(h)
+	if err != nil {
+		return nil, "", fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
+	}
+	return p, base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// openDataKey unwraps a data key.
+func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tink.StreamingAEAD, error) {
+	raw, err := base64.StdEncoding.DecodeString(wrapped)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: unseal: wrapped data key is not base64: %w", ErrPayloadCorrupt)
+	}
+	h, err := keyset.ReadWithContext(ctx, keyset.NewBinaryReader(bytes.NewReader(raw)), keeperAEAD{s.keeper}, ad)
+	if err != nil {
+		var ke *keeperErr
+		if errors.As(err, &ke) {
+			return nil, keeperError("unwrap data key", ke.err)
+		}
+		return nil, fmt.Errorf("claimcheck: unseal: data key does not open for this tenant and key: %w", ErrPayloadCorrupt)
+	}
+	p, err := streamingaead.New(h)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: unseal: %w: %w", ErrPayloadCorrupt, err)
+	}
+	return p, nil
+}
+
+// keeperError classifies a keeper failure: denied is ErrAccessDenied, any
+// other is ErrUnavailable. Both are transient configuration errors, never
+// "missing", and check-in never falls back to plaintext.
+func keeperError(what string, err error) error {
+	class := ErrUnavailable
+	if gcerrors.Code(err) == gcerrors.PermissionDenied {
+		class = ErrAccessDenied
+	}
+	return &classError{class: class, msg: "claimcheck: keeper: " + what, cause: err}
+}
+
+// keeperAEAD adapts a secrets.Keeper, which has no associated data, to
+// Tink's AEADWithContext: the associated data is prefixed (length first) to
+// the plaintext the keeper encrypts and checked on decryption, so a wrapped
+// key only opens for the tenant and key it was made for.
+type keeperAEAD struct{ k *secrets.Keeper }
+
+type keeperErr struct{ err error }
+
+func (e *keeperErr) Error() string { return "keeper: " + e.err.Error() }
+func (e *keeperErr) Unwrap() error { return e.err }
+
+func (a keeperAEAD) EncryptWithContext(ctx context.Context, pt, ad []byte) ([]byte, error) {
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(ad)))
+	msg = append(append(msg, ad...), pt...)
+	ct, err := a.k.Encrypt(ctx, msg)
+	if err != nil {
+		return nil, &keeperErr{err}
+	}
+	return ct, nil
+}
+
+func (a keeperAEAD) DecryptWithContext(ctx context.Context, ct, ad []byte) ([]byte, error) {
+	msg, err := a.k.Decrypt(ctx, ct)
+	if err != nil {
+		// A keeper cannot tell a tampered wrapped key from a wrong or
+		// unreachable key-encryption key: treat it as a configuration error
+		// (retried, reported). Only what we prove below is corruption.
+		return nil, &keeperErr{err}
+	}
+	if len(msg) < 4 {
+		return nil, errors.New("wrapped key too short")
+	}
+	n := binary.BigEndian.Uint32(msg)
+	if uint64(len(msg)-4) < uint64(n) || !bytes.Equal(msg[4:4+n], ad) {
+		return nil, errors.New("wrapped key is bound to another tenant or key")
+	}
+	return msg[4+n:], nil
+}
