@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
@@ -426,5 +427,116 @@ func TestInspectRedacts(t *testing.T) {
 	// longer than the 399,798-byte plaintext.
 	if in.Payload == nil || in.Payload.Object == nil || !in.Payload.Object.MatchesTicket || !in.Payload.Object.Encrypted || in.Payload.Object.Size <= 399798 {
 		t.Errorf("inspect --json payload half: %+v", in.Payload)
+	}
+}
+
+// TestRedaction runs jobs end to end, through success and every failure
+// path, with a known marker in the payloads and in a named key, captures
+// every line the commands print and log (--log-level debug) and every job's
+// error records and metadata, and fails if either marker appears. The job
+// arguments are not searched: they carry the ticket, whose key is the claim
+// check itself.
+func TestRedaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const payloadMarker = "PAYLOAD-MARKER-5d1c9e"
+	const keyMarker = "KEYMARKER-a81f"
+	dir := t.TempDir()
+	write := func(name string, size int) string {
+		p := filepath.Join(dir, name)
+		data := []byte(strings.Repeat(payloadMarker+" ", size/len(payloadMarker)+1))
+		if err := os.WriteFile(p, data[:size], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	big, small := write("big.bin", 300<<10), write("small.bin", 2<<10)
+	var all strings.Builder
+	run := func(stdin string, args ...string) result {
+		r := b.run(stdin, append([]string{"--log-level", "debug"}, args...)...)
+		all.WriteString(r.stdout + r.stderr)
+		return r
+	}
+	submit := func(kind string, extra ...string) int64 {
+		r := run("", append([]string{"submit", "--json", "--kind", kind, "--tenant", "acme"}, extra...)...)
+		var j jobJSON
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &j) != nil {
+			t.Fatalf("submit %v: %d %s", extra, r.code, r.stderr)
+		}
+		return j.ID
+	}
+	ok := submit("echo", big)
+	inline := submit("echo", small)
+	named := submit("echo", "--name", "orders/"+keyMarker, big)
+	missing := submit("gone", "--name", "gone/"+keyMarker, big)
+	corrupt := submit("flip", "--name", "flip/"+keyMarker, big)
+	rejected := submit("reject", small)
+	// A key conflict (same name, other bytes) fails at check-in.
+	if r := run("", "submit", "--kind", "echo", "--tenant", "acme", "--name", "orders/"+keyMarker, small); r.code == 0 {
+		t.Fatal("a second payload under the same name was accepted")
+	}
+	for key, path := range b.objects() {
+		switch {
+		case strings.HasPrefix(key, "payloads/acme/named/gone/"):
+			os.Remove(path)
+		case strings.HasPrefix(key, "payloads/acme/named/flip/"):
+			raw, _ := os.ReadFile(path)
+			raw[len(raw)/2] ^= 0x20
+			os.WriteFile(path, raw, 0o644)
+		}
+	}
+	run("", "work", "--kind", "echo", "--until-empty", "--exec", "--", "cat")
+	run("", "work", "--kind", "gone", "--until-empty", "--exec", "--", "cat")
+	run("", "work", "--kind", "flip", "--until-empty", "--exec", "--", "cat")
+	run("", "work", "--kind", "reject", "--until-empty", "--exec", "--", "sh", "-c", "cat >/dev/null; exit 65")
+	for _, id := range []int64{ok, inline, named, missing, corrupt, rejected} {
+		run("", "inspect", strconv.FormatInt(id, 10))
+		run("", "inspect", "--json", strconv.FormatInt(id, 10))
+	}
+	run("", "jobs")
+	run("", "jobs", "--json")
+	run("", "dead")
+	run("", "dead", "--json")
+	run("", "dead", "replay", strconv.FormatInt(missing, 10))
+	run("", "work", "--kind", "gone", "--until-empty", "--exec", "--", "cat")
+
+	// The job records: every attempt's error and the metadata (outputs).
+	db, err := sql.Open("sqlite", filepath.Join(b.data, "claimcheck.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT CAST(errors AS TEXT), CAST(metadata AS TEXT) FROM river_job`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records int
+	for rows.Next() {
+		var errs, meta sql.NullString
+		if err := rows.Scan(&errs, &meta); err != nil {
+			t.Fatal(err)
+		}
+		all.WriteString(errs.String + meta.String)
+		records++
+	}
+	rows.Close()
+
+	text := all.String()
+	for _, want := range []string{claimcheck.ReasonPayloadMissing, claimcheck.ReasonPayloadCorrupt, claimcheck.ReasonHandler, "key holds different bytes"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the captured output never mentions %s: the failure paths did not run", want)
+		}
+	}
+	if records != 6 || !strings.Contains(text, "level=DEBUG") {
+		t.Errorf("%d job records, debug logs captured: %t; want 6 and true", records, strings.Contains(text, "level=DEBUG"))
+	}
+	for _, marker := range []string{payloadMarker, keyMarker} {
+		if i := strings.Index(text, marker); i >= 0 {
+			t.Errorf("marker %s appears in output or job records: …%s…", marker, text[max(0, i-120):min(len(text), i+60)])
+		}
+	}
+	// With --reveal the operator asks for the key explicitly, and gets it.
+	if r := b.run("", "inspect", "--reveal", strconv.FormatInt(named, 10)); !strings.Contains(r.stdout, keyMarker) {
+		t.Errorf("inspect --reveal does not show the full key:\n%s", r.stdout)
 	}
 }

@@ -32,11 +32,14 @@ type inspection struct {
 	Result  *half             `json:"result,omitempty"`
 }
 
-func inspectHalf(ctx context.Context, s *claimcheck.Store, t *claimcheck.Ticket) *half {
+func inspectHalf(ctx context.Context, s *claimcheck.Store, t *claimcheck.Ticket, reveal bool) *half {
 	if t == nil {
 		return nil
 	}
 	h := &half{Tenant: t.Tenant, Key: t.RedactedKey(), SHA256: t.DigestPrefix(), Size: t.Size, ContentType: t.ContentType, Created: t.Created, Inline: t.IsInline()}
+	if reveal {
+		h.Key, h.SHA256 = t.Key, t.SHA256
+	}
 	info, err := s.Stat(ctx, t)
 	if err != nil {
 		h.ObjectError = claimcheck.Reason(err)
@@ -46,9 +49,14 @@ func inspectHalf(ctx context.Context, s *claimcheck.Store, t *claimcheck.Ticket)
 }
 
 func newInspect(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect JOB",
+	var reveal bool
+	c := &cobra.Command{
+		Use:   "inspect JOB [--reveal]",
 		Short: "Show both halves of a job: its ticket and its stored object (redacted)",
+		Long: `Show both halves of a job: the ticket the queue carries and the object the
+store holds. Keys show only up to the tenant's prefix and digests only their
+first 12 hex characters, unless --reveal asks for the full key and digest.
+Payload bytes and wrapped data keys are never shown.`,
 		Args:  exactArgs(1, "a job id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := pipeline.ParseJobID(args[0])
@@ -64,7 +72,7 @@ func newInspect(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in := inspection{Job: j, Payload: inspectHalf(cmd.Context(), e.store, j.Ticket()), Result: inspectHalf(cmd.Context(), e.store, j.ResultTicket())}
+			in := inspection{Job: j, Payload: inspectHalf(cmd.Context(), e.store, j.Ticket(), reveal), Result: inspectHalf(cmd.Context(), e.store, j.ResultTicket(), reveal)}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), in)
 			}
@@ -81,6 +89,8 @@ func newInspect(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&reveal, "reveal", false, "show full object keys and digests (they can encode tenant and content identity)")
+	return c
 }
 
 func printHalf(w io.Writer, name string, h *half, ticketBytes int) {
@@ -88,7 +98,7 @@ func printHalf(w io.Writer, name string, h *half, ticketBytes int) {
 		fmt.Fprintf(w, "%s: none\n", name)
 		return
 	}
-	fmt.Fprintf(w, "%s ticket: tenant=%s sha256=%s… size=%d type=%s created=%s", name, h.Tenant, h.SHA256, h.Size, h.ContentType, h.Created.Format(time.RFC3339))
+	fmt.Fprintf(w, "%s ticket: tenant=%s sha256=%s size=%d type=%s created=%s", name, h.Tenant, h.SHA256, h.Size, h.ContentType, h.Created.Format(time.RFC3339))
 	if ticketBytes > 0 {
 		fmt.Fprintf(w, " (%d bytes)", ticketBytes)
 	}
@@ -102,7 +112,7 @@ func printHalf(w io.Writer, name string, h *half, ticketBytes int) {
 		fmt.Fprintf(w, "%s object: key=%s MISSING\n", name, h.Key)
 	default:
 		o := h.Object
-		fmt.Fprintf(w, "%s object: key=%s stored-size=%d encrypted=%t type=%s written=%s recorded-sha256=%s… matches-ticket=%t\n",
+		fmt.Fprintf(w, "%s object: key=%s stored-size=%d encrypted=%t type=%s written=%s recorded-sha256=%s matches-ticket=%t\n",
 			name, h.Key, o.Size, o.Encrypted, o.ContentType, o.ModTime.Format(time.RFC3339), o.SHA256Prefix, o.MatchesTicket)
 	}
 }

@@ -33,8 +33,18 @@ func openKeeper(ctx context.Context, url, data string) (*secrets.Keeper, error) 
 		}
 		return k, nil
 	}
+	key, err := localKey(data, keyFileName)
+	if err != nil {
+		return nil, err
+	}
+	return localsecrets.NewKeeper([32]byte(key)), nil
+}
+
+// localKey reads the 32-byte key in <data>/keys/name, creating it on first
+// use.
+func localKey(data, name string) ([]byte, error) {
 	dir := filepath.Join(data, "keys")
-	path := filepath.Join(dir, keyFileName)
+	path := filepath.Join(dir, name)
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if raw, err = createKeyFile(dir, path); err != nil {
@@ -45,9 +55,9 @@ func openKeeper(ctx context.Context, url, data string) (*secrets.Keeper, error) 
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
 	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("key file %s does not hold 32 bytes in base64; restore it from backup (payloads encrypted under it cannot be read without it)", path)
+		return nil, fmt.Errorf("key file %s does not hold 32 bytes in base64; restore it from backup (what it protects cannot be read without it)", path)
 	}
-	return localsecrets.NewKeeper([32]byte(key)), nil
+	return key, nil
 }
 
 // createKeyFile writes a new random key atomically (O_EXCL: two processes

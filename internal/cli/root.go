@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"gocloud.dev/secrets"
@@ -37,6 +39,8 @@ type globals struct {
 	maxPayloadSize  int64
 	maxAttempts     int
 	json            bool
+	logLevel        string
+	stderr          io.Writer
 }
 
 func envOr(name, def string) string {
@@ -67,7 +71,7 @@ func Execute() int {
 // it in-process. It returns the exit code: 0 on success, 1 on failure, 2 on
 // a usage error.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot()
+	root := newRoot(stderr)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -89,8 +93,8 @@ func (u usageError) Unwrap() error { return u.error }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-func newRoot() *cobra.Command {
-	g := &globals{}
+func newRoot(stderr io.Writer) *cobra.Command {
+	g := &globals{stderr: stderr}
 	root := &cobra.Command{
 		Use:   "claimcheck",
 		Short: "Move job payloads of any size through queues with the Claim-Check pattern",
@@ -115,8 +119,9 @@ in the data directory.`,
 	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
 	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts)), "attempts of a job failing transiently before it is dead; set on the jobs a command submits (env CLAIMCHECK_MAX_ATTEMPTS)")
 	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
+	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	root.AddCommand(
-		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g),
+		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g),
 	)
 	return root
 }
@@ -187,12 +192,29 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		}
 		return nil, err
 	}
-	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts})
+	logger, err := g.logger()
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger})
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
 	return &env{store: store, pipe: pipe, data: data, keeper: keeper}, nil
+}
+
+// logger is the --log-level logger on standard error, or nil when off.
+func (g *globals) logger() (*slog.Logger, error) {
+	if g.logLevel == "" {
+		return nil, nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, usagef("--log-level %q: use debug, info, warn or error", g.logLevel)
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
 // ensureWritable creates dir if needed and proves a file can be written in
@@ -223,4 +245,8 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
 }
