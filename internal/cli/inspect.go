@@ -57,7 +57,7 @@ func newInspect(g *globals) *cobra.Command {
 store holds. Keys show only up to the tenant's prefix and digests only their
 first 12 hex characters, unless --reveal asks for the full key and digest.
 Payload bytes and wrapped data keys are never shown.`,
-		Args:  exactArgs(1, "a job id"),
+		Args: exactArgs(1, "a job id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := pipeline.ParseJobID(args[0])
 			if err != nil {
