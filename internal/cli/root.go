@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,6 +72,8 @@ func Execute() int {
 // it in-process. It returns the exit code: 0 on success, 1 on failure, 2 on
 // a usage error.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Workers, their --exec commands and the logger write concurrently.
+	stdout, stderr = &syncWriter{w: stdout}, &syncWriter{w: stderr}
 	root := newRoot(stderr)
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -85,6 +88,18 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	return 0
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 type usageError struct{ error }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -70,28 +71,28 @@ failure (dead letter), and any other failure is retried with backoff.`,
 			if argv != nil {
 				h = execHandler(argv, e.spoolDir(), cmd.ErrOrStderr())
 			}
-			var done, failed int
+			var done, failed atomic.Int64
 			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
 				Handlers:    map[string]claimcheck.Handler{kind: h},
 				Concurrency: concurrency,
 				UntilEmpty:  untilEmpty,
 				OnDone: func(id int64, _ string, err error) {
 					if err != nil {
-						failed++
+						failed.Add(1)
 						fmt.Fprintf(cmd.ErrOrStderr(), "job %d: attempt failed (%s): %v\n", id, claimcheck.Reason(err), err)
 						return
 					}
-					done++
+					done.Add(1)
 				},
 			})
 			if err != nil {
 				return err
 			}
 			if !g.json {
-				fmt.Fprintf(cmd.OutOrStdout(), "worked kind %s: %d attempts succeeded, %d failed\n", kind, done, failed)
+				fmt.Fprintf(cmd.OutOrStdout(), "worked kind %s: %d attempts succeeded, %d failed\n", kind, done.Load(), failed.Load())
 				return nil
 			}
-			return printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "succeeded": done, "failed": failed})
+			return printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "succeeded": done.Load(), "failed": failed.Load()})
 		},
 	}
 	c.Flags().StringVar(&kind, "kind", "", "job kind to work (required)")
