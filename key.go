@@ -47,8 +47,15 @@ func ValidateTenant(tenant string) error {
 	}
 	for i := 0; i < len(tenant); i++ {
 		c := tenant[i]
-		ok := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'))
-		if !ok {
+		switch {
+		case (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'):
+		case c == '-' || c == '_':
+			if i == 0 {
+				return errors.New("tenant must start with a-z or 0-9")
+			}
+		case c >= 0x80:
+			return fmt.Errorf("tenant has a non-ASCII character at byte %d: use a-z, 0-9, '-', '_'", i)
+		default:
 			return fmt.Errorf("tenant has character %q at byte %d: use a-z, 0-9, '-', '_'", c, i)
 		}
 	}

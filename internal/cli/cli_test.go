@@ -47,6 +47,17 @@ func (b *cliBundle) run(stdin string, args ...string) result {
 	return result{out.String(), errOut.String(), code}
 }
 
+// dead runs a work command that must send jobs to the dead letters: it
+// fails with exit 1 and names them.
+func (b *cliBundle) dead(args ...string) string {
+	b.t.Helper()
+	r := b.run("", args...)
+	if r.code != 1 || !strings.Contains(r.stderr, "went to the dead letters") {
+		b.t.Fatalf("claimcheck %s: exit %d, want 1 naming dead letters\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
 // ok runs a command that must succeed.
 func (b *cliBundle) ok(args ...string) string {
 	b.t.Helper()
@@ -197,7 +208,7 @@ func TestDeletedObjectIsDeadOnFirstAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.ok("work", "--kind", "pdf-info", "--until-empty")
+	b.dead("work", "--kind", "pdf-info", "--until-empty")
 	js := b.jobs("--state", "dead")
 	if len(js) != 1 || js[0].ID != j.ID || js[0].State != "cancelled" || js[0].Attempts != 1 || js[0].Reason != claimcheck.ReasonPayloadMissing {
 		t.Fatalf("dead jobs: %+v, want job %d cancelled on attempt 1 with reason %s", js, j.ID, claimcheck.ReasonPayloadMissing)
@@ -225,7 +236,7 @@ func TestFlippedByteIsCorruptAndHandlerNeverRuns(t *testing.T) {
 		}
 	}
 	marker := filepath.Join(t.TempDir(), "handler-ran")
-	b.ok("work", "--kind", "convert", "--until-empty", "--exec", "--", "sh", "-c", "touch "+marker+"; cat")
+	b.dead("work", "--kind", "convert", "--until-empty", "--exec", "--", "sh", "-c", "touch "+marker+"; cat")
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the handler ran on a corrupt payload")
 	}
@@ -248,9 +259,9 @@ func TestExecHandler(t *testing.T) {
 	}
 
 	bad := b.submit("--kind", "reject", "--tenant", "acme", in)
-	b.ok("work", "--kind", "reject", "--until-empty", "--exec", "--", "sh", "-c", "cat >/dev/null; exit 65")
+	b.dead("work", "--kind", "reject", "--until-empty", "--exec", "--", "sh", "-c", "cat >/dev/null; exit 65")
 	flaky := b.submit("--max-attempts", "2", "--kind", "flaky", "--tenant", "acme", in)
-	b.ok("work", "--kind", "flaky", "--until-empty", "--exec", "--", "sh", "-c", "cat >/dev/null; exit 3")
+	b.dead("work", "--kind", "flaky", "--until-empty", "--exec", "--", "sh", "-c", "cat >/dev/null; exit 3")
 	dead := map[int64]jobJSON{}
 	for _, j := range b.jobs("--state", "dead") {
 		dead[j.ID] = j
@@ -362,9 +373,15 @@ func TestBadInput(t *testing.T) {
 		{"exec without command", "", []string{"work", "--kind", "x1", "--exec"}, 2, "needs a command"},
 		{"bad job id", "", []string{"result", "abc"}, 2, "not a job id"},
 		{"unknown job", "", []string{"inspect", "999"}, 1, "not found"},
-		{"unknown state", "", []string{"jobs", "--state", "sleeping"}, 1, "unknown state"},
+		{"unknown state", "", []string{"jobs", "--state", "sleeping"}, 2, "unknown state"},
+		{"zero attempts", "", []string{"--max-attempts", "0", "jobs"}, 2, "--max-attempts"},
+		{"negative threshold", "", []string{"--inline-threshold", "-1", "jobs"}, 2, "--inline-threshold"},
+		{"zero concurrency", "", []string{"work", "--kind", "pdf-info", "--concurrency", "0"}, 2, "--concurrency"},
+		{"exec command missing", "", []string{"work", "--kind", "x1", "--exec", "--", "/no/such/command"}, 2, "cannot be run"},
+		{"mem store across commands", "", []string{"--store", "mem://", "submit", "--kind", "x1", "--tenant", "acme", "-"}, 2, "one process"},
+		{"typo in data dir", "", []string{"--data", filepath.Join(dir, "typo"), "jobs"}, 1, "no claimcheck data"},
 		{"no result yet", "", []string{"result", strconv.FormatInt(keep.ID, 10)}, 1, "no result"},
-		{"too large", "0123456789", []string{"--max-payload-size", "4", "submit", "--kind", "x1", "--tenant", "acme", "-"}, 1, "too large"},
+		{"too large", "0123456789", []string{"--max-payload-size", "4", "submit", "--kind", "x1", "--tenant", "acme", "-"}, 1, "payload exceeds"},
 		{"data dir under a file", "", []string{"--data", filepath.Join(notFile, "sub"), "jobs"}, 1, "data directory"},
 		{"unknown flag", "", []string{"jobs", "--frobnicate"}, 2, "unknown flag"},
 	}
@@ -414,7 +431,7 @@ func TestInspectRedacts(t *testing.T) {
 	if strings.Contains(out, digest) {
 		t.Errorf("inspect printed the full digest/key:\n%s", out)
 	}
-	for _, want := range []string{"payloads/acme/…", digest[:12], "matches-ticket=true", "size=399798"} {
+	for _, want := range []string{"payloads/acme/…", digest[:12], "recorded-matches-ticket=true", "size=399798"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}

@@ -63,7 +63,7 @@ Payload bytes and wrapped data keys are never shown.`,
 			if err != nil {
 				return usagef("%v", err)
 			}
-			e, err := g.open(cmd.Context())
+			e, err := g.openExisting(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -112,7 +112,7 @@ func printHalf(w io.Writer, name string, h *half, ticketBytes int) {
 		fmt.Fprintf(w, "%s object: key=%s MISSING\n", name, h.Key)
 	default:
 		o := h.Object
-		fmt.Fprintf(w, "%s object: key=%s stored-size=%d encrypted=%t type=%s written=%s recorded-sha256=%s matches-ticket=%t\n",
+		fmt.Fprintf(w, "%s object: key=%s stored-size=%d encrypted=%t type=%s written=%s recorded-sha256=%s recorded-matches-ticket=%t\n",
 			name, h.Key, o.Size, o.Encrypted, o.ContentType, o.ModTime.Format(time.RFC3339), o.SHA256Prefix, o.MatchesTicket)
 	}
 }

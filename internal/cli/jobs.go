@@ -129,7 +129,7 @@ func openInput(cmd *cobra.Command, path string) (io.Reader, string, func(), erro
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, "", nil, fmt.Errorf("cannot read %s: not a regular file", path)
+		return nil, "", nil, fmt.Errorf("cannot read %s: not a regular file (to read a pipe or device, give - and redirect it to standard input)", path)
 	}
 	ct := mime.TypeByExtension(filepath.Ext(path))
 	if ct == "" {
@@ -162,7 +162,7 @@ func newJobs(g *globals) *cobra.Command {
 		Long:  "List jobs, oldest first. States: available, running, retryable, scheduled, completed, cancelled, discarded, pending, or dead (cancelled and discarded).",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := g.open(cmd.Context())
+			e, err := g.openExisting(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -179,18 +179,20 @@ func newJobs(g *globals) *cobra.Command {
 func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions) error {
 	w := cmd.OutOrStdout()
 	if g.json {
-		first := true
-		fmt.Fprint(w, "[")
+		sep := "[\n"
 		err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
-			if !first {
-				fmt.Fprint(w, ",")
-			}
-			first = false
-			fmt.Fprintln(w)
+			fmt.Fprint(w, sep)
+			sep = ",\n"
 			return printJSONCompact(w, j)
 		})
+		if err != nil {
+			return err
+		}
+		if sep == "[\n" {
+			fmt.Fprint(w, sep)
+		}
 		fmt.Fprintln(w, "\n]")
-		return err
+		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tTENANT\tSTATE\tATTEMPTS\tSIZE\tPLACEMENT\tTICKET\tREASON")
@@ -198,8 +200,10 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%d B\t%s\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts, j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
 		return err
 	})
-	tw.Flush()
-	return err
+	if err != nil {
+		return err
+	}
+	return tw.Flush()
 }
 
 func newResult(g *globals) *cobra.Command {
@@ -213,7 +217,7 @@ func newResult(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			e, err := g.open(cmd.Context())
+			e, err := g.openExisting(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -237,6 +241,9 @@ func newResult(g *globals) *cobra.Command {
 // writeFileAtomic writes r to path through a temporary file in the same
 // directory, so a failure leaves any existing file untouched.
 func writeFileAtomic(path string, r io.Reader) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("cannot write %s: it is a directory; give a file name", path)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".claimcheck-result-*")
 	if err != nil {
 		return fmt.Errorf("cannot write %s: %v", path, unwrapPath(err))
@@ -258,7 +265,7 @@ func newDead(g *globals) *cobra.Command {
 		Short: "List dead letters with their reasons",
 		Args:  exactArgs(0, "no arguments (did you mean: dead replay JOB?)"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := g.open(cmd.Context())
+			e, err := g.openExisting(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -275,7 +282,7 @@ func newDead(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			e, err := g.open(cmd.Context())
+			e, err := g.openExisting(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -42,6 +42,9 @@ type globals struct {
 	json            bool
 	logLevel        string
 	stderr          io.Writer
+	envErrs         []error
+	memOK           bool // the command runs submit and work in one process
+	readOnly        bool // the command only reads: it must not create a database
 }
 
 func envOr(name, def string) string {
@@ -51,13 +54,49 @@ func envOr(name, def string) string {
 	return def
 }
 
-func envInt(name string, def int64) int64 {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return n
-		}
+// envInt is the integer in environment variable name, or def; a value that
+// does not parse is recorded in errs and reported before any command runs.
+func envInt(name string, def int64, errs *[]error) int64 {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return def
 	}
-	return def
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q is not an integer", name, v))
+		return def
+	}
+	return n
+}
+
+// envBool is true for 1/true/yes, false for 0/false/no or unset; anything
+// else is recorded in errs.
+func envBool(name string, errs *[]error) bool {
+	switch v := strings.ToLower(os.Getenv(name)); v {
+	case "", "0", "false", "no":
+		return false
+	case "1", "true", "yes":
+		return true
+	default:
+		*errs = append(*errs, fmt.Errorf("%s=%q: use 1 or 0", name, v))
+		return false
+	}
+}
+
+// validate checks the global settings before a command runs.
+func (g *globals) validate() error {
+	if len(g.envErrs) > 0 {
+		return usageError{errors.Join(g.envErrs...)}
+	}
+	switch {
+	case g.inlineThreshold < 0 || g.inlineThreshold > claimcheck.MaxInlineThreshold:
+		return usagef("--inline-threshold %d: use 0 (nothing inline) to %d bytes", g.inlineThreshold, claimcheck.MaxInlineThreshold)
+	case g.maxPayloadSize < 0:
+		return usagef("--max-payload-size %d: use 0 (no limit) or a positive number of bytes", g.maxPayloadSize)
+	case g.maxAttempts < 1 || g.maxAttempts > 1000:
+		return usagef("--max-attempts %d: use 1 to 1000", g.maxAttempts)
+	}
+	return nil
 }
 
 // Execute runs the claimcheck command with os.Args and returns the process
@@ -82,7 +121,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "claimcheck:", strings.TrimPrefix(err.Error(), "claimcheck: "))
 		var ue usageError
-		if errors.As(err, &ue) {
+		// Bad input refused before anything ran is a usage error: a flag, or
+		// an invalid tenant, name or configuration.
+		if errors.As(err, &ue) || errors.Is(err, claimcheck.ErrConfig) || errors.Is(err, claimcheck.ErrTicketInvalid) {
 			return 2
 		}
 		return 1
@@ -121,6 +162,9 @@ The embedded default needs no servers: River on SQLite and a file store, both
 in the data directory.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return g.validate()
+		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	f := root.PersistentFlags()
@@ -129,10 +173,10 @@ in the data directory.`,
 	f.StringVar(&g.database, "database", envOr("CLAIMCHECK_DATABASE", ""), "job database URL, sqlite:///abs/file.db (env CLAIMCHECK_DATABASE; default in the data directory)")
 	f.StringVar(&g.secretHex, "secret", envOr("CLAIMCHECK_SECRET", ""), "deployment secret, hex, at least 16 bytes: salts content-addressed keys per tenant and signs tickets; unsigned or altered tickets are then refused (env CLAIMCHECK_SECRET)")
 	f.StringVar(&g.keeper, "keeper", envOr("CLAIMCHECK_KEEPER", ""), "key-encryption keeper URL for payload encryption (gocloud.dev/secrets: base64key://, awskms://, gcpkms://, azurekeyvault://), or \"none\"; default: a local key file created in <data>/keys (env CLAIMCHECK_KEEPER)")
-	f.Int64Var(&g.inlineThreshold, "inline-threshold", envInt("CLAIMCHECK_INLINE_THRESHOLD", claimcheck.DefaultInlineThreshold), "largest payload carried inline in its ticket, in bytes (env CLAIMCHECK_INLINE_THRESHOLD)")
-	f.BoolVar(&g.alwaysOffload, "always-offload", os.Getenv("CLAIMCHECK_ALWAYS_OFFLOAD") == "1", "store every payload as an object, however small (env CLAIMCHECK_ALWAYS_OFFLOAD=1)")
-	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
-	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts)), "attempts of a job failing transiently before it is dead; set on the jobs a command submits (env CLAIMCHECK_MAX_ATTEMPTS)")
+	f.Int64Var(&g.inlineThreshold, "inline-threshold", envInt("CLAIMCHECK_INLINE_THRESHOLD", claimcheck.DefaultInlineThreshold, &g.envErrs), "largest payload carried inline in its ticket, in bytes (env CLAIMCHECK_INLINE_THRESHOLD)")
+	f.BoolVar(&g.alwaysOffload, "always-offload", envBool("CLAIMCHECK_ALWAYS_OFFLOAD", &g.envErrs), "store every payload as an object, however small (env CLAIMCHECK_ALWAYS_OFFLOAD=1)")
+	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0, &g.envErrs), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
+	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts, &g.envErrs)), "attempts of a job failing transiently before it is dead; set on the jobs a command submits (env CLAIMCHECK_MAX_ATTEMPTS)")
 	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	root.AddCommand(
@@ -176,12 +220,19 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		}
 	}
 	storeURL := g.store
+	if strings.HasPrefix(storeURL, "mem://") && !g.memOK {
+		return nil, usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store")
+	}
 	if storeURL == "" {
 		storeURL = "file://" + filepath.ToSlash(filepath.Join(data, "objects"))
 	}
 	database := g.database
 	if database == "" {
-		database = "sqlite://" + filepath.ToSlash(filepath.Join(data, "claimcheck.db"))
+		dbPath := filepath.Join(data, "claimcheck.db")
+		if _, err := os.Stat(dbPath); g.readOnly && errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data)
+		}
+		database = "sqlite://" + filepath.ToSlash(dbPath)
 	}
 	threshold := g.inlineThreshold
 	if threshold == 0 {
@@ -230,6 +281,13 @@ func (g *globals) logger() (*slog.Logger, error) {
 		return nil, usagef("--log-level %q: use debug, info, warn or error", g.logLevel)
 	}
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// openExisting opens the data of a command that only reads: a missing job
+// database is an error rather than a new empty one.
+func (g *globals) openExisting(ctx context.Context) (*env, error) {
+	g.readOnly = true
+	return g.open(ctx)
 }
 
 // ensureWritable creates dir if needed and proves a file can be written in

@@ -47,7 +47,10 @@ type runSummary struct {
 	Offloaded         int     `json:"offloaded"`
 	TicketMinBytes    int     `json:"ticket_min_bytes"`
 	TicketMaxBytes    int     `json:"ticket_max_bytes"`
+	OffloadedMinBytes int     `json:"offloaded_ticket_min_bytes"`
 	OffloadedMaxBytes int     `json:"offloaded_ticket_max_bytes"`
+	InlineMinBytes    int     `json:"inline_ticket_min_bytes"`
+	InlineMaxBytes    int     `json:"inline_ticket_max_bytes"`
 	ObjectStoreBytes  int64   `json:"object_store_bytes"`
 	JobDatabaseBytes  int64   `json:"job_database_bytes"`
 	PayloadBytes      int64   `json:"payload_bytes"`
@@ -74,6 +77,7 @@ a table of the jobs and a summary.`,
 			if err := claimcheck.ValidateTenant(tenant); err != nil {
 				return usagef("--tenant: %v", err)
 			}
+			g.memOK = true // submits and works in this one process
 			files, err := collectFiles(args)
 			if err != nil {
 				return err
@@ -223,9 +227,12 @@ func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration
 		}
 		if j.Inline {
 			s.Inline++
+			s.InlineMinBytes = minPositive(s.InlineMinBytes, j.TicketBytes)
+			s.InlineMaxBytes = max(s.InlineMaxBytes, j.TicketBytes)
 		} else {
 			s.Offloaded++
 			objects[j.key] = j.Size
+			s.OffloadedMinBytes = minPositive(s.OffloadedMinBytes, j.TicketBytes)
 			s.OffloadedMaxBytes = max(s.OffloadedMaxBytes, j.TicketBytes)
 		}
 		if i == 0 || j.TicketBytes < s.TicketMinBytes {
@@ -245,6 +252,14 @@ func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration
 		s.ObjectStoreBytes += n
 	}
 	return s, nil
+}
+
+// minPositive is the smaller of a and b, treating 0 as unset.
+func minPositive(a, b int) int {
+	if a == 0 {
+		return b
+	}
+	return min(a, b)
 }
 
 // resultPages reads the page count from a job's verified JSON result.
@@ -276,7 +291,9 @@ func printRun(w io.Writer, jobs []*runJob, s *runSummary) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "jobs\t%d done, %d dead, %d other (of %d)\n", s.Done, s.Dead, s.Other, s.Jobs)
 	fmt.Fprintf(tw, "placement\t%d inline, %d offloaded\n", s.Inline, s.Offloaded)
-	fmt.Fprintf(tw, "ticket size\tmin %d B, max %d B (offloaded max %d B; budget %d B)\n", s.TicketMinBytes, s.TicketMaxBytes, s.OffloadedMaxBytes, claimcheck.MaxTicketBytes)
+	fmt.Fprintf(tw, "ticket size\tmin %d B, max %d B\n", s.TicketMinBytes, s.TicketMaxBytes)
+	fmt.Fprintf(tw, "  offloaded\tmin %d B, max %d B (budget %d B whatever the payload)\n", s.OffloadedMinBytes, s.OffloadedMaxBytes, claimcheck.MaxTicketBytes)
+	fmt.Fprintf(tw, "  inline\tmin %d B, max %d B (they carry the payload)\n", s.InlineMinBytes, s.InlineMaxBytes)
 	fmt.Fprintf(tw, "payload bytes\t%d\n", s.PayloadBytes)
 	fmt.Fprintf(tw, "object storage\t%d B\n", s.ObjectStoreBytes)
 	fmt.Fprintf(tw, "job database\t%d B (job arguments)\n", s.JobDatabaseBytes)

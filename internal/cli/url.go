@@ -42,7 +42,7 @@ makes it fail. Serve it with: claimcheck serve.`,
 			if err != nil {
 				return usagef("%v", err)
 			}
-			e, err := g.open(cmd.Context())
+			e, err := g.openExisting(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -81,7 +81,7 @@ func newServe(g *globals) *cobra.Command {
 		Short: "Serve signed result URLs (see claimcheck url)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := g.open(cmd.Context())
+			e, err := g.openExisting(cmd.Context())
 			if err != nil {
 				return err
 			}

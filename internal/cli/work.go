@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -55,6 +57,9 @@ failure (dead letter), and any other failure is retried with backoff.`,
 				return usagef("--exec needs a command after --, e.g. work --kind %s --exec -- wc -c", kind)
 			case cmd.Flags().Changed("exec"):
 				argv = args[dash:]
+				if _, err := exec.LookPath(argv[0]); err != nil {
+					return usagef("--exec command %q cannot be run: %v", argv[0], unwrapPath(err))
+				}
 			case len(args) > 0:
 				return usagef("unexpected arguments %q (a command goes after --exec --)", strings.Join(args, " "))
 			default:
@@ -62,6 +67,9 @@ failure (dead letter), and any other failure is retried with backoff.`,
 				if h == nil {
 					return usagef("no built-in handler for kind %q: give one with --exec -- CMD, or use kind %s", kind, pdfinfo.Kind)
 				}
+			}
+			if concurrency < 1 || concurrency > 1000 {
+				return usagef("--concurrency %d: use 1 to 1000", concurrency)
 			}
 			e, err := g.open(cmd.Context())
 			if err != nil {
@@ -72,6 +80,8 @@ failure (dead letter), and any other failure is retried with backoff.`,
 				h = execHandler(argv, e.spoolDir(), cmd.ErrOrStderr())
 			}
 			var done, failed atomic.Int64
+			var mu sync.Mutex
+			failedIDs := map[int64]bool{} // bounded by the failures of this run
 			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
 				Handlers:    map[string]claimcheck.Handler{kind: h},
 				Concurrency: concurrency,
@@ -79,7 +89,10 @@ failure (dead letter), and any other failure is retried with backoff.`,
 				OnDone: func(id int64, _ string, err error) {
 					if err != nil {
 						failed.Add(1)
-						fmt.Fprintf(cmd.ErrOrStderr(), "job %d: attempt failed (%s): %v\n", id, claimcheck.Reason(err), err)
+						mu.Lock()
+						failedIDs[id] = true
+						mu.Unlock()
+						fmt.Fprintf(cmd.ErrOrStderr(), "job %d: attempt failed (%s): %v\n", id, claimcheck.Reason(err), strings.TrimPrefix(err.Error(), "JobCancelError: "))
 						return
 					}
 					done.Add(1)
@@ -88,11 +101,25 @@ failure (dead letter), and any other failure is retried with backoff.`,
 			if err != nil {
 				return err
 			}
-			if !g.json {
-				fmt.Fprintf(cmd.OutOrStdout(), "worked kind %s: %d attempts succeeded, %d failed\n", kind, done.Load(), failed.Load())
-				return nil
+			// Jobs this run sent to the dead letters make the command fail.
+			var dead []int64
+			for id := range failedIDs {
+				if j, err := e.pipe.Get(cmd.Context(), id); err == nil && j.Dead {
+					dead = append(dead, id)
+				}
 			}
-			return printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "succeeded": done.Load(), "failed": failed.Load()})
+			slices.Sort(dead)
+			if g.json {
+				if err := printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "succeeded": done.Load(), "failed": failed.Load(), "dead": dead}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "worked kind %s: attempts succeeded %d, failed %d; jobs dead %d\n", kind, done.Load(), failed.Load(), len(dead))
+			}
+			if len(dead) > 0 {
+				return fmt.Errorf("%d jobs went to the dead letters (ids %v); see: claimcheck dead", len(dead), dead)
+			}
+			return nil
 		},
 	}
 	c.Flags().StringVar(&kind, "kind", "", "job kind to work (required)")
@@ -120,7 +147,7 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		os.Remove(out.Name()) // unlinked: nothing is left behind
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, stderr
-		cmd.Env = append(os.Environ(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
+		cmd.Env = append(handlerEnv(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
 			"CLAIMCHECK_TENANT="+job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt))
 		if err := cmd.Run(); err != nil {
 			out.Close()
@@ -135,6 +162,14 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 			return nil, fmt.Errorf("exec: rewind output: %w", err)
 		}
 		return &claimcheck.Result{Body: closingReader{out}, ContentType: "application/octet-stream"}, nil
+	})
+}
+
+// handlerEnv is this process's environment without the secrets that stay
+// with claimcheck: a handler gets verified bytes, not the keys.
+func handlerEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "CLAIMCHECK_SECRET=") || strings.HasPrefix(kv, "CLAIMCHECK_KEEPER=")
 	})
 }
 
