@@ -11,25 +11,6 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
-// registrySchema is the claims registry: one row per object a job refers
-// to, written in the same transaction as the job (or, for a result, before
-// the job completes). An object with no row here, older than a grace period,
-// is an orphan (DESIGN.md invariant 6). The SQL is portable between SQLite
-// and PostgreSQL.
-var registrySchema = []string{
-	`CREATE TABLE IF NOT EXISTS claimcheck_claim (
-		job_id     BIGINT NOT NULL,
-		role       TEXT   NOT NULL,
-		object_key TEXT   NOT NULL,
-		sha256     TEXT   NOT NULL,
-		size       BIGINT NOT NULL,
-		tenant     TEXT   NOT NULL,
-		created_at TIMESTAMP NOT NULL,
-		PRIMARY KEY (job_id, role, object_key)
-	)`,
-	`CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
-}
-
 // Registry roles.
 const (
 	rolePayload = "payload"
@@ -146,6 +127,7 @@ func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 		if err := jsonUnmarshal(ins.Job.EncodedArgs, &first); err != nil {
 			return nil, err
 		}
+		first.Ticket = compactJSON(first.Ticket)
 		if res.Ticket, err = claimcheck.ParseTicket(first.Ticket); err != nil {
 			return nil, err
 		}

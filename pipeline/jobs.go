@@ -33,8 +33,8 @@ type JobInfo struct {
 	Inline      bool      `json:"inline"`
 	Size        int64     `json:"size"`
 	SHA256      string    `json:"sha256_prefix"`
-	Reason      string    `json:"reason,omitempty"`
-	Error       string    `json:"error,omitempty"`
+	Reason      string    `json:"reason"`
+	Error       string    `json:"error"`
 	CreatedAt   time.Time `json:"created_at"`
 	HasResult   bool      `json:"has_result"`
 
@@ -53,11 +53,12 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 	if err := jsonUnmarshal(row.EncodedArgs, &args); err != nil {
 		return nil, err
 	}
+	args.Ticket = compactJSON(args.Ticket)
 	j := &JobInfo{
 		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State),
 		Dead:     row.State == rivertype.JobStateCancelled || row.State == rivertype.JobStateDiscarded,
 		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, TicketBytes: len(args.Ticket),
-		ArgsBytes: len(row.EncodedArgs), CreatedAt: row.CreatedAt,
+		ArgsBytes: len(compactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt,
 	}
 	if t, err := claimcheck.ParseTicket(args.Ticket); err == nil {
 		j.ticket, j.Inline, j.Size, j.SHA256 = t, t.IsInline(), t.Size, t.DigestPrefix()

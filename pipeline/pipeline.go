@@ -3,16 +3,22 @@
 // process their payloads.
 //
 // The embedded default is River on SQLite (pure Go, modernc.org/sqlite) in
-// the data directory, migrated automatically. Enqueueing checks the payload
-// in first, then writes the claims-registry row and the job carrying the
-// ticket in one transaction (DESIGN.md invariant 1). A claimcheck kind maps to
-// a River queue of the same name, so a worker works exactly the kinds it has
+// the data directory; at scale, River on PostgreSQL, shared by any number of
+// producer and worker processes. Both are migrated automatically on Open
+// (see Config.SkipMigrations and Migrate). Enqueueing checks the payload in
+// first, then writes the claims-registry row and the job carrying the ticket
+// in one transaction (DESIGN.md invariant 1). A claimcheck kind maps to a
+// River queue of the same name, so a worker works exactly the kinds it has
 // handlers for. Dead letters are River's cancelled jobs (permanent failure,
 // on the attempt that failed) and discarded jobs (transient failures past the
 // maximum attempts).
+//
+// The behaviour is the same on both databases; the conformance suite in
+// package pipelinetest runs against each.
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -24,12 +30,11 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/claimcheck/claimcheck"
-	"github.com/claimcheck/claimcheck/internal/sqlitedb"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
 // Defaults, each overridable in Config.
@@ -56,9 +61,23 @@ const riverKind = "claimcheck"
 
 // Config configures a Pipeline.
 type Config struct {
-	// Database is where jobs live: "sqlite:///abs/path/file.db", or a plain
-	// file path. Required.
+	// Database is where jobs live. Required. Either SQLite,
+	// "sqlite:///abs/path/file.db" or a plain file path, or PostgreSQL,
+	// "postgres://user:password@host:5432/dbname?sslmode=disable" (also
+	// postgresql://; pgx's URL syntax and parameters). On PostgreSQL,
+	// search_path=schema in the URL keeps River's and the registry's tables
+	// in that schema, which must exist.
 	Database string
+	// SkipMigrations makes Open leave the schema alone, for operators who
+	// run migrations separately (Migrate, `claimcheck migrate`). Open then
+	// fails with ErrNotMigrated if River's or the registry's schema is
+	// missing or behind.
+	SkipMigrations bool
+	// MaxConns bounds the PostgreSQL connection pool of this Pipeline
+	// (River's fetches and completions, registry writes, EnqueueTx callers'
+	// transactions). Default DefaultMaxConns; raise it with Work's
+	// Concurrency. SQLite always uses one connection.
+	MaxConns int
 	// Store holds the payloads. Required; the Pipeline does not close it.
 	Store *claimcheck.Store
 	// MaxAttempts of a job that fails transiently, before it is discarded
@@ -81,19 +100,22 @@ type Config struct {
 
 // Pipeline enqueues and works claimcheck jobs on River.
 type Pipeline struct {
-	cfg    Config
-	db     *sql.DB
-	store  *claimcheck.Store
-	driver *riversqlite.Driver
-	client *river.Client[*sql.Tx] // insert-only client
-	logger *slog.Logger
+	cfg     Config
+	db      *sql.DB
+	dialect dbopen.Dialect
+	store   *claimcheck.Store
+	driver  riverdriver.Driver[*sql.Tx]
+	client  *river.Client[*sql.Tx] // insert-only client
+	logger  *slog.Logger
 }
 
-// Open opens (creating if needed) the job database, applies River's and the
-// claims registry's migrations, and returns a Pipeline.
+// Open opens the job database (creating a SQLite file if needed), applies
+// River's and the claims registry's migrations unless SkipMigrations is set,
+// and returns a Pipeline.
 //
 // Errors: claimcheck.ErrConfig for a missing store, a bad database URL, or an
-// inline threshold whose tickets exceed MaxMessageSize; otherwise the
+// inline threshold whose tickets exceed MaxMessageSize; ErrNotMigrated (with
+// ErrConfig) with SkipMigrations on an unmigrated database; otherwise the
 // database's error, wrapped.
 func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.Store == nil {
@@ -122,21 +144,23 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if _, err := sqlitedb.Path(cfg.Database); err != nil {
-		return nil, fmt.Errorf("pipeline: database: %v: %w", err, claimcheck.ErrConfig)
-	}
-	db, err := sqlitedb.Open(cfg.Database)
+	d, err := openDatabase(ctx, cfg.Database, cfg.MaxConns)
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: db, store: cfg.Store, driver: riversqlite.New(db), logger: logger}
-	if err := p.migrate(ctx); err != nil {
-		_ = db.Close()
+	if cfg.SkipMigrations {
+		err = d.checkMigrated(ctx)
+	} else {
+		_, err = d.migrate(ctx, logger)
+	}
+	if err != nil {
+		_ = d.db.Close()
 		return nil, err
 	}
+	p := &Pipeline{cfg: cfg, db: d.db, dialect: d.target.Dialect, store: cfg.Store, driver: d.driver, logger: logger}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
 	if err != nil {
-		_ = db.Close()
+		_ = d.db.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	return p, nil
@@ -157,26 +181,15 @@ func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 	}
 }
 
-func (p *Pipeline) migrate(ctx context.Context) error {
-	m, err := rivermigrate.New(p.driver, nil)
-	if err != nil {
-		return fmt.Errorf("pipeline: migrate: %w", err)
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("pipeline: migrate River schema: %w", err)
-	}
-	for _, stmt := range registrySchema {
-		if _, err := p.db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("pipeline: migrate claims registry: %w", err)
-		}
-	}
-	return nil
-}
-
 // DB is the job database, for callers that enqueue inside their own
 // transactions (EnqueueTx). With SQLite it has a single connection: finish
-// a transaction before calling other methods.
+// a transaction before calling other methods. With PostgreSQL it is a pool
+// (Config.MaxConns) over pgx's database/sql driver.
 func (p *Pipeline) DB() *sql.DB { return p.db }
+
+// Dialect is the job database's kind: "sqlite" or "postgres", for callers
+// whose own SQL differs between them.
+func (p *Pipeline) Dialect() string { return string(p.dialect) }
 
 // Store is the pipeline's object store.
 func (p *Pipeline) Store() *claimcheck.Store { return p.store }
@@ -194,7 +207,11 @@ var kindRegexp = regexp.MustCompile(`^[a-z0-9]+(?:[_-]?[a-z0-9]+)*$`)
 // minimum for kinds).
 func ValidateKind(kind string) error {
 	if len(kind) < 2 || len(kind) > 64 || !kindRegexp.MatchString(kind) {
-		return fmt.Errorf("kind %q is invalid: use 2 to 64 characters a-z, 0-9, single '-' or '_' between them", kind)
+		shown := kind
+		if len(shown) > 64 {
+			shown = shown[:64] + "…"
+		}
+		return fmt.Errorf("kind %q (%d bytes) is invalid: use 2 to 64 characters a-z, 0-9, single '-' or '_' between them", shown, len(kind))
 	}
 	return nil
 }
@@ -230,6 +247,19 @@ const argsOverhead = 64 + 64 + claimcheck.MaxTenantLen + MaxIdempotencyKeyLen
 const MaxIdempotencyKeyLen = 128
 
 func (jobArgs) Kind() string { return riverKind }
+
+// compactJSON returns b without insignificant whitespace. PostgreSQL keeps
+// job arguments as jsonb, which reads back reformatted ("a": 1, "b": 2);
+// compacting restores the size the producer encoded, so ticket and argument
+// sizes read the same on every database. b is returned as is if it is not
+// valid JSON (ParseTicket then reports it).
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
+}
 
 // jobOutput is what a completed job records as its River output.
 type jobOutput struct {

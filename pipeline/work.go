@@ -125,7 +125,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[jobArgs]) (err error) 
 	if w.onDone != nil {
 		defer func() { w.onDone(job.ID, job.Args.JobKind, err) }()
 	}
-	t, err := claimcheck.ParseTicket(job.Args.Ticket)
+	t, err := claimcheck.ParseTicket(compactJSON(job.Args.Ticket))
 	if err != nil {
 		return deadLetter(err)
 	}

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+func newMigrate(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the job database's migrations (River's and the claims registry's) and print them",
+		Long: `Bring the job database's schema up to date: River's migrations, then the claims
+registry's, and print each one applied (nothing when it is already current).
+It opens the database only (--database, or the embedded SQLite file in the
+data directory), never the store or keys.
+
+Every other command migrates on start-up by itself; run this one to migrate
+ahead of a deploy, when workers are configured not to (pipeline.Config
+SkipMigrations), or with a role allowed to change the schema. Several
+processes may migrate at once: on PostgreSQL they take turns under an
+advisory lock.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			database := g.database
+			if database == "" {
+				data, err := filepath.Abs(g.data)
+				if err != nil {
+					return fmt.Errorf("data directory %q: %w", g.data, err)
+				}
+				database = "sqlite://" + filepath.ToSlash(filepath.Join(data, "claimcheck.db"))
+			}
+			res, err := pipeline.Migrate(cmd.Context(), database)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			out := cmd.OutOrStdout()
+			if len(res.Applied) == 0 {
+				fmt.Fprintf(out, "%s database %s is up to date: no migration to apply\n", res.Dialect, res.Database)
+				return nil
+			}
+			fmt.Fprintf(out, "migrated %s database %s:\n", res.Dialect, res.Database)
+			for _, a := range res.Applied {
+				fmt.Fprintf(out, "  %-15s %03d  %s (%s)\n", a.Component, a.Version, a.Name, a.Duration.Round(100*time.Microsecond))
+			}
+			return nil
+		},
+	}
+}

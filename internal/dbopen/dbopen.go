@@ -1,0 +1,176 @@
+// Package dbopen opens the job database named by a URL: the embedded SQLite
+// default (pure Go, modernc.org/sqlite) or PostgreSQL (pgx through
+// database/sql), each configured for River.
+package dbopen
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Dialect is the kind of database a URL names.
+type Dialect string
+
+// Dialects.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// DefaultMaxConns is the default size of a PostgreSQL pool.
+const DefaultMaxConns = 10
+
+// ErrNotWritable is returned when the database's directory cannot be
+// written.
+var ErrNotWritable = errors.New("database directory is not writable")
+
+// Target is a parsed database URL.
+type Target struct {
+	Dialect Dialect
+	// Path is the SQLite database file.
+	Path string
+	// URL is the PostgreSQL connection URL, as given.
+	URL string
+}
+
+// String is the database for messages: a PostgreSQL URL with its password
+// redacted, or the SQLite file's path.
+func (t Target) String() string {
+	if t.Dialect == Postgres {
+		return Redact(t.URL)
+	}
+	return t.Path
+}
+
+// Parse reads a database URL: "sqlite:///abs/path.db", "sqlite://rel.db", a
+// plain path (SQLite), or "postgres://…" / "postgresql://…" (PostgreSQL, in
+// pgx's URL syntax: user, password, host, port, database and parameters such
+// as sslmode or search_path).
+func Parse(database string) (Target, error) {
+	if database == "" {
+		return Target{}, errors.New("no database given")
+	}
+	if !strings.Contains(database, "://") {
+		return Target{Dialect: SQLite, Path: database}, nil
+	}
+	scheme, rest, _ := strings.Cut(database, "://")
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		database = strings.ToLower(scheme) + "://" + rest // pgx wants it lowercase
+		if _, err := pgx.ParseConfig(database); err != nil {
+			// pgx's message quotes the URL; say what is wrong without it.
+			return Target{}, fmt.Errorf("PostgreSQL URL %s does not parse", Redact(database))
+		}
+		return Target{Dialect: Postgres, URL: database}, nil
+	case "sqlite":
+	default:
+		return Target{}, fmt.Errorf("database scheme %q is not supported (use sqlite:///path/to/file.db or postgres://user@host:5432/dbname)", scheme)
+	}
+	u, err := url.Parse(database)
+	if err != nil {
+		return Target{}, fmt.Errorf("database URL does not parse: %v", err)
+	}
+	p := u.Host + u.Path
+	if p == "" {
+		return Target{}, errors.New("database URL has no path")
+	}
+	return Target{Dialect: SQLite, Path: p}, nil
+}
+
+// Redact hides the password of a URL, for messages and logs.
+func Redact(database string) string {
+	u, err := url.Parse(database)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// Options tune Open.
+type Options struct {
+	// MaxConns bounds a PostgreSQL pool. Default DefaultMaxConns. SQLite
+	// always has one connection.
+	MaxConns int
+}
+
+// Open opens the database t names and checks it answers.
+//
+// SQLite: the file's directory is created; the pool has one connection, as
+// River's SQLite driver requires; WAL mode and a busy timeout let other
+// processes (a submit beside a worker) share the file.
+//
+// PostgreSQL: a pool of up to MaxConns connections, so one process can
+// enqueue and work concurrently, and several processes can share the
+// database.
+func Open(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	switch t.Dialect {
+	case SQLite:
+		return openSQLite(ctx, t.Path)
+	case Postgres:
+		return openPostgres(ctx, t, opts)
+	}
+	return nil, fmt.Errorf("unknown database dialect %q", t.Dialect)
+}
+
+func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create database directory %s: %w: %w", dir, ErrNotWritable, err)
+	}
+	if probe, err := os.CreateTemp(dir, ".claimcheck-probe-*"); err != nil {
+		return nil, fmt.Errorf("database directory %s: %w: %w", dir, ErrNotWritable, err)
+	} else {
+		probe.Close()
+		os.Remove(probe.Name())
+	}
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(t.URL)
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL URL %s does not parse", t)
+	}
+	db := stdlib.OpenDB(*cfg)
+	n := opts.MaxConns
+	if n <= 0 {
+		n = DefaultMaxConns
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", t, err)
+	}
+	return db, nil
+}

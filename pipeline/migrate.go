@@ -1,0 +1,302 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
+)
+
+// ErrNotMigrated is returned (wrapped, together with claimcheck.ErrConfig)
+// by Open with Config.SkipMigrations when the database lacks River's or the
+// claims registry's schema, or part of it. Run Migrate (the `claimcheck
+// migrate` command) first.
+var ErrNotMigrated = errors.New("database schema is not migrated")
+
+// Migration components, in MigrationApplied.Component.
+const (
+	ComponentRiver    = "river"
+	ComponentRegistry = "claims-registry"
+)
+
+// MigrationApplied is one schema change Migrate applied.
+type MigrationApplied struct {
+	// Component is ComponentRiver or ComponentRegistry.
+	Component string `json:"component"`
+	// Version is River's migration version; registry steps count from 1.
+	Version int `json:"version"`
+	// Name describes the change.
+	Name string `json:"name"`
+	// Duration is how long it took.
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// MigrateResult reports a Migrate.
+type MigrateResult struct {
+	// Dialect is "sqlite" or "postgres".
+	Dialect string `json:"dialect"`
+	// Database names the database, any password redacted.
+	Database string `json:"database"`
+	// Applied lists the changes made, in order; empty when the schema was
+	// already current.
+	Applied []MigrationApplied `json:"applied"`
+}
+
+// registryStep is one step of the claims registry's schema: an object that
+// is created, in each dialect's DDL, when it does not exist. The DML that
+// uses the registry is portable ($N placeholders, ON CONFLICT DO NOTHING).
+type registryStep struct {
+	name   string
+	table  string // the step creates this table…
+	index  string // …or this index
+	sqlite string
+	pg     string
+}
+
+// registrySchema is the claims registry: one row per object a job refers
+// to, written in the same transaction as the job (or, for a result, before
+// the job completes). An object with no row here, older than a grace period,
+// is an orphan (DESIGN.md invariant 6).
+//
+// created_at is the ticket's check-in time, written in UTC. SQLite keeps the
+// TIMESTAMP type it always had (modernc.org/sqlite stores and parses it as
+// text with nanoseconds); PostgreSQL uses TIMESTAMPTZ, an absolute instant
+// (microseconds) that compares correctly with now() whatever the session's
+// TimeZone, where a plain TIMESTAMP would not.
+var registrySchema = []registryStep{
+	{
+		name:  "create table claimcheck_claim",
+		table: "claimcheck_claim",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_claim (
+		job_id     BIGINT NOT NULL,
+		role       TEXT   NOT NULL,
+		object_key TEXT   NOT NULL,
+		sha256     TEXT   NOT NULL,
+		size       BIGINT NOT NULL,
+		tenant     TEXT   NOT NULL,
+		created_at TIMESTAMP NOT NULL,
+		PRIMARY KEY (job_id, role, object_key)
+	)`,
+		pg: `CREATE TABLE IF NOT EXISTS claimcheck_claim (
+		job_id     BIGINT NOT NULL,
+		role       TEXT   NOT NULL,
+		object_key TEXT   NOT NULL,
+		sha256     TEXT   NOT NULL,
+		size       BIGINT NOT NULL,
+		tenant     TEXT   NOT NULL,
+		created_at TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (job_id, role, object_key)
+	)`,
+	},
+	{
+		name:   "create index claimcheck_claim_object_key",
+		index:  "claimcheck_claim_object_key",
+		sqlite: `CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
+		pg:     `CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
+	},
+}
+
+// jobDB is an open job database with its River driver.
+type jobDB struct {
+	target dbopen.Target
+	db     *sql.DB
+	driver riverdriver.Driver[*sql.Tx]
+}
+
+// openDatabase parses and opens database. Errors: claimcheck.ErrConfig for
+// a URL that does not parse or names an unsupported database.
+func openDatabase(ctx context.Context, database string, maxConns int) (*jobDB, error) {
+	target, err := dbopen.Parse(database)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: database: %v: %w", err, claimcheck.ErrConfig)
+	}
+	db, err := dbopen.Open(ctx, target, &dbopen.Options{MaxConns: maxConns})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	d := &jobDB{target: target, db: db}
+	switch target.Dialect {
+	case dbopen.Postgres:
+		// database/sql over pgx keeps *sql.Tx, so EnqueueTx is the same on
+		// both databases. This driver has no LISTEN/NOTIFY: River polls
+		// (FetchPollInterval), which is fine at our intervals.
+		d.driver = riverdatabasesql.New(db)
+	default:
+		d.driver = riversqlite.New(db)
+	}
+	return d, nil
+}
+
+// Migrate applies River's and the claims registry's pending migrations to
+// database (a URL as in Config.Database) and reports what it applied. Open
+// does the same unless Config.SkipMigrations is set; operators who run
+// migrations separately call this (the `claimcheck migrate` command).
+// Several processes may migrate at once: on PostgreSQL they take turns
+// under an advisory lock.
+//
+// Errors: claimcheck.ErrConfig for a database URL that does not parse; the
+// database's errors, wrapped.
+func Migrate(ctx context.Context, database string) (*MigrateResult, error) {
+	d, err := openDatabase(ctx, database, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer d.db.Close()
+	return d.migrate(ctx, nil)
+}
+
+// migrateLock serialises migrations of one PostgreSQL schema across
+// processes: two processes opening a fresh database at once would otherwise
+// both try to create its tables. The lock is per current_schema(), so
+// isolated schemas in one database do not wait for each other.
+const migrateLock = `SELECT pg_advisory_lock(hashtext('claimcheck-migrate:' || current_schema()))`
+const migrateUnlock = `SELECT pg_advisory_unlock(hashtext('claimcheck-migrate:' || current_schema()))`
+
+func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResult, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := rivermigrate.New(d.driver, &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: migrate: %w", err)
+	}
+	res := &MigrateResult{Dialect: string(d.target.Dialect), Database: d.target.String(), Applied: []MigrationApplied{}}
+
+	if d.target.Dialect == dbopen.SQLite {
+		// One connection, so no lock can be held beside the migrations:
+		// run them all in one transaction instead. Its BEGIN IMMEDIATE
+		// takes the file's write lock, so processes opening a fresh file at
+		// once take turns (each waits up to the busy timeout), and the
+		// second finds everything applied. (River deprecates MigrateTx
+		// because some PostgreSQL migrations need their own transactions;
+		// SQLite's do not, and DDL is transactional there.)
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: migrate: begin: %w", err)
+		}
+		defer tx.Rollback()
+		rr, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil) //nolint:staticcheck // see above
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: migrate River schema: %w", err)
+		}
+		res.addRiver(rr)
+		if err := d.migrateRegistry(ctx, d.driver.UnwrapExecutor(tx), tx, res); err != nil {
+			return nil, err
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("pipeline: migrate: commit: %w", err)
+		}
+		return res, nil
+	}
+
+	// PostgreSQL: River applies each migration in its own transaction, as
+	// it requires; processes take turns under an advisory lock held on a
+	// connection of its own, while the migrations run on the pool's others.
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: migrate: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, migrateLock); err != nil {
+		return nil, fmt.Errorf("pipeline: migrate: take the migration lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), migrateUnlock) //nolint:errcheck // closing the connection releases it too
+	rr, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: migrate River schema: %w", err)
+	}
+	res.addRiver(rr)
+	if err := d.migrateRegistry(ctx, d.driver.GetExecutor(), d.db, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (r *MigrateResult) addRiver(rr *rivermigrate.MigrateResult) {
+	for _, v := range rr.Versions {
+		r.Applied = append(r.Applied, MigrationApplied{Component: ComponentRiver, Version: v.Version, Name: v.Name, Duration: v.Duration})
+	}
+}
+
+// migrateRegistry applies the registry steps whose object is missing.
+func (d *jobDB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, db execer, res *MigrateResult) error {
+	missing, err := registryMissing(ctx, exec)
+	if err != nil {
+		return err
+	}
+	for _, i := range missing {
+		step := registrySchema[i]
+		stmt := step.sqlite
+		if d.target.Dialect == dbopen.Postgres {
+			stmt = step.pg
+		}
+		start := time.Now()
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("pipeline: migrate claims registry (%s): %w", step.name, err)
+		}
+		res.Applied = append(res.Applied, MigrationApplied{Component: ComponentRegistry, Version: i + 1, Name: step.name, Duration: time.Since(start)})
+	}
+	return nil
+}
+
+// registryMissing returns the indexes of the registry steps whose object
+// does not exist.
+func registryMissing(ctx context.Context, exec riverdriver.Executor) ([]int, error) {
+	var missing []int
+	for i, step := range registrySchema {
+		var ok bool
+		var err error
+		if step.table != "" {
+			ok, err = exec.TableExists(ctx, &riverdriver.TableExistsParams{Table: step.table})
+		} else {
+			ok, err = exec.IndexExists(ctx, &riverdriver.IndexExistsParams{Index: step.index})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: check claims registry schema: %w", err)
+		}
+		if !ok {
+			missing = append(missing, i)
+		}
+	}
+	return missing, nil
+}
+
+// checkMigrated returns ErrNotMigrated (and ErrConfig) naming what is
+// missing, when River's or the registry's schema is not fully applied.
+func (d *jobDB) checkMigrated(ctx context.Context) error {
+	m, err := rivermigrate.New(d.driver, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("pipeline: check migrations: %w", err)
+	}
+	v, err := m.Validate(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pipeline: check River migrations: %w", err)
+	}
+	var problems []string
+	if !v.OK {
+		problems = append(problems, "River: "+strings.Join(v.Messages, "; "))
+	}
+	missing, err := registryMissing(ctx, d.driver.GetExecutor())
+	if err != nil {
+		return err
+	}
+	for _, i := range missing {
+		problems = append(problems, "claims registry: missing step "+registrySchema[i].name)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("pipeline: %s database %s: %s; run `claimcheck migrate` (pipeline.Migrate) against it, or open without SkipMigrations: %w: %w",
+		d.target.Dialect, d.target, strings.Join(problems, "; "), ErrNotMigrated, claimcheck.ErrConfig)
+}
