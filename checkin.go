@@ -196,14 +196,17 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		Metadata:                    meta,
 		BeforeWrite: func(as func(any) bool) error {
 			as(&file) // fileblob exposes its temporary *os.File
-			return nil
+			// s3blob: SHA-256 checksums the server verifies, bounded parts,
+			// aborted multipart uploads (store_s3.go).
+			return s.s3BeforeWrite(as, t, aead != nil)
 		},
 	})
 	if err != nil {
 		return storeError("claimcheck: check in "+t.String(), err, false)
 	}
 	// Plain reader and writer, so io.Copy cannot pick blob.Writer.ReadFrom
-	// and its 1 MiB buffer per check-in.
+	// and its 1 MiB buffer per check-in. The reader stops once ctx is done,
+	// so a cancelled check-in stops sending and its upload is aborted.
 	var dst io.WriteCloser = nopWriteCloser{w}
 	if aead != nil {
 		if dst, err = aead.NewEncryptingWriter(w, associatedData(t.Tenant, t.Key)); err != nil {
@@ -212,7 +215,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 			return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 		}
 	}
-	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{body}, make([]byte, 32<<10))
+	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, contextReader{ctx, body}, make([]byte, 32<<10))
 	if err == nil {
 		err = dst.Close() // the final ciphertext segment
 	}

@@ -101,7 +101,7 @@ type Store struct {
 func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("claimcheck: store URL must look like file:///path or mem://: %w", ErrConfig)
+		return nil, fmt.Errorf("claimcheck: store URL must look like file:///abs/dir, s3://bucket?region=...&endpoint=... or mem://: %w", ErrConfig)
 	}
 	var fileRoot string
 	if u.Scheme == "file" {
@@ -123,7 +123,7 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		}
 		u.RawQuery = q.Encode()
 	}
-	b, err := blob.OpenBucket(ctx, u.String())
+	b, err := openBucket(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
 	}
