@@ -139,6 +139,14 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		return nil, storeError("claimcheck: claim "+t.String(), err, true)
 	}
 	v := &verifyingReader{r: r, t: t, sum: sha256.New(), src: r}
+	if s.seal == nil {
+		// Only when the bytes do not match: is the object encrypted, so
+		// that this store's missing keeper, not the payload, is at fault?
+		v.sealed = func() bool {
+			attrs, err := s.bucket.Attributes(ctx, t.Key)
+			return err == nil && attrs.Metadata[metaDEK] != ""
+		}
+	}
 	if wrapped != "" {
 		ad := associatedData(t.Tenant, t.Key)
 		aead, err := s.seal.openDataKey(ctx, wrapped, ad)
@@ -217,6 +225,7 @@ type verifyingReader struct {
 	r       io.ReadCloser
 	src     io.Reader
 	tracked *trackingReader // the object under a decrypting src, to classify errors
+	sealed  func() bool     // store without a keeper: reports an encrypted object
 	t       *Ticket
 	sum     interface {
 		io.Writer
@@ -235,13 +244,13 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	v.sum.Write(p[:n])
 	switch {
 	case v.n > v.t.Size:
-		v.err = fmt.Errorf("claimcheck: claim %s: object is longer than the ticket's size: %w", v.t, ErrPayloadCorrupt)
+		v.err = v.mismatch(fmt.Errorf("claimcheck: claim %s: object is longer than the ticket's size: %w", v.t, ErrPayloadCorrupt))
 		return 0, v.err
 	case errors.Is(err, io.EOF):
 		if v.n != v.t.Size {
-			v.err = fmt.Errorf("claimcheck: claim %s: object has %d bytes, ticket says %d: %w", v.t, v.n, v.t.Size, ErrPayloadCorrupt)
+			v.err = v.mismatch(fmt.Errorf("claimcheck: claim %s: object has %d bytes, ticket says %d: %w", v.t, v.n, v.t.Size, ErrPayloadCorrupt))
 		} else if hex.EncodeToString(v.sum.Sum(nil)) != v.t.SHA256 {
-			v.err = fmt.Errorf("claimcheck: claim %s: sha256 mismatch: %w", v.t, ErrPayloadCorrupt)
+			v.err = v.mismatch(fmt.Errorf("claimcheck: claim %s: sha256 mismatch: %w", v.t, ErrPayloadCorrupt))
 		} else {
 			v.err = io.EOF
 		}
@@ -258,6 +267,17 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 }
 
 func (v *verifyingReader) Close() error { return v.r.Close() }
+
+// mismatch returns corrupt, the error for bytes that do not match the
+// ticket, unless this store has no keeper and the object is encrypted: then
+// the worker's configuration is wrong, not the payload, and the error is
+// ErrConfig (retried, as for an encrypted inline ticket), never a dead letter.
+func (v *verifyingReader) mismatch(corrupt error) error {
+	if v.sealed != nil && v.sealed() {
+		return fmt.Errorf("claimcheck: claim %s: the object is encrypted and this store has no keeper: %w", v.t, ErrConfig)
+	}
+	return corrupt
+}
 
 type nopSeekCloser struct{ io.ReadSeeker }
 

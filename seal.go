@@ -47,7 +47,11 @@ func (s sealer) newDataKey(ctx context.Context, ad []byte) (tink.StreamingAEAD, 
 		return nil, "", fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
 	}
 	var buf bytes.Buffer
-	if err := h.WriteWithContext(ctx, keyset.NewBinaryWriter(&buf), keeperAEAD{s.keeper}, ad); err != nil {
+	kek := &keeperAEAD{k: s.keeper}
+	if err := h.WriteWithContext(ctx, keyset.NewBinaryWriter(&buf), kek, ad); err != nil {
+		if kek.err != nil {
+			err = kek.err // Tink formats the keeper's error with %v: keep its code
+		}
 		return nil, "", keeperError("wrap data key", err)
 	}
 	p, err := streamingaead.New(h)
@@ -63,11 +67,13 @@ func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tin
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: unseal: wrapped data key is not base64: %w", ErrPayloadCorrupt)
 	}
-	h, err := keyset.ReadWithContext(ctx, keyset.NewBinaryReader(bytes.NewReader(raw)), keeperAEAD{s.keeper}, ad)
+	kek := &keeperAEAD{k: s.keeper}
+	h, err := keyset.ReadWithContext(ctx, keyset.NewBinaryReader(bytes.NewReader(raw)), kek, ad)
 	if err != nil {
-		var ke *keeperErr
-		if errors.As(err, &ke) {
-			return nil, keeperError("unwrap data key", ke.err)
+		// Tink formats the keeper's error with %v, so errors.As cannot find
+		// it in err: the adapter records it instead.
+		if kek.err != nil {
+			return nil, keeperError("unwrap data key", kek.err)
 		}
 		return nil, fmt.Errorf("claimcheck: unseal: data key does not open for this tenant and key: %w", ErrPayloadCorrupt)
 	}
@@ -93,30 +99,34 @@ func keeperError(what string, err error) error {
 // Tink's AEADWithContext: the associated data is prefixed (length first) to
 // the plaintext the keeper encrypts and checked on decryption, so a wrapped
 // key only opens for the tenant and key it was made for.
-type keeperAEAD struct{ k *secrets.Keeper }
+//
+// err records the keeper's own failure, if any: Tink does not wrap the
+// errors it gets back (it formats them with %v), and the keeper's error
+// decides the class (keeperError). One keeperAEAD per Tink call.
+type keeperAEAD struct {
+	k   *secrets.Keeper
+	err error
+}
 
-type keeperErr struct{ err error }
-
-func (e *keeperErr) Error() string { return "keeper: " + e.err.Error() }
-func (e *keeperErr) Unwrap() error { return e.err }
-
-func (a keeperAEAD) EncryptWithContext(ctx context.Context, pt, ad []byte) ([]byte, error) {
+func (a *keeperAEAD) EncryptWithContext(ctx context.Context, pt, ad []byte) ([]byte, error) {
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(ad)))
 	msg = append(append(msg, ad...), pt...)
 	ct, err := a.k.Encrypt(ctx, msg)
 	if err != nil {
-		return nil, &keeperErr{err}
+		a.err = err
+		return nil, err
 	}
 	return ct, nil
 }
 
-func (a keeperAEAD) DecryptWithContext(ctx context.Context, ct, ad []byte) ([]byte, error) {
+func (a *keeperAEAD) DecryptWithContext(ctx context.Context, ct, ad []byte) ([]byte, error) {
 	msg, err := a.k.Decrypt(ctx, ct)
 	if err != nil {
 		// A keeper cannot tell a tampered wrapped key from a wrong or
 		// unreachable key-encryption key: treat it as a configuration error
 		// (retried, reported). Only what we prove below is corruption.
-		return nil, &keeperErr{err}
+		a.err = err
+		return nil, err
 	}
 	if len(msg) < 4 {
 		return nil, errors.New("wrapped key too short")
