@@ -6,6 +6,12 @@
 // project's memory question: peak memory must not grow with the payload
 // (under 64 MiB for 1 GiB, within 16 MiB of the 4 MiB figure).
 //
+// Each size is measured for each variant: unencrypted, and encrypted at
+// rest (Options.Keeper: a streaming-AEAD data key per payload, wrapped by a
+// local key by default). The run reports encrypted throughput as a share of
+// unencrypted throughput, per phase, measured in the same run, and checks
+// it against MinEncryptedRatio; the memory checks apply to both variants.
+//
 // Measurements are process-wide (RSS, heap, GC), so Run calls are
 // serialized and the process should do nothing else meanwhile.
 package bench
@@ -22,8 +28,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
+
+	"gocloud.dev/secrets"
+	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -43,6 +53,23 @@ const (
 	// the smallest size's.
 	LimitPeakGrowth = 16 * MiB
 )
+
+// MinEncryptedRatio is the lowest acceptable encrypted throughput, as a
+// share of unencrypted throughput for the same phase and size in the same
+// run (the issue's requirement: encryption costs at most a quarter).
+const MinEncryptedRatio = 0.75
+
+// Variants, as recorded in Result.Variant.
+const (
+	// VariantPlain stores payloads as they are.
+	VariantPlain = "plain"
+	// VariantEncrypted encrypts every payload at rest (Options.Keeper).
+	VariantEncrypted = "encrypted"
+)
+
+// DefaultVariants are the variants Run measures when Config.Variants is
+// empty: both, so that one run compares them.
+var DefaultVariants = []string{VariantPlain, VariantEncrypted}
 
 // MaxBaselineSize is the largest size the io.ReadAll baseline is run for:
 // it holds the whole payload in memory, so it is skipped when the smallest
@@ -95,12 +122,26 @@ type Config struct {
 	SampleInterval time.Duration
 	// Log, if set, receives a line as each phase completes.
 	Log io.Writer
+	// Variants are the store configurations measured for every size, in
+	// this order: VariantPlain, VariantEncrypted. Default DefaultVariants.
+	// The throughput checks need both.
+	Variants []string
+	// Keeper encrypts the encrypted variant's payloads. Default: a
+	// localsecrets keeper under a fresh random key, closed when Run returns.
+	Keeper *secrets.Keeper
+	// Rounds measures each size this many times per variant, alternating
+	// the variants' order from round to round, and reports each phase's
+	// fastest round (with the highest peaks of all rounds): on a shared
+	// machine one round's throughput is noisy. Default 1.
+	Rounds int
 }
 
 // Result is one measured phase of one size.
 type Result struct {
-	Size      int64   `json:"size_bytes"`
-	Phase     string  `json:"phase"`
+	Size  int64  `json:"size_bytes"`
+	Phase string `json:"phase"`
+	// Variant is VariantPlain or VariantEncrypted; empty for the baseline.
+	Variant   string  `json:"variant"`
 	Seconds   float64 `json:"seconds"`
 	MiBPerSec float64 `json:"mib_per_s"`
 	// StartRSS is the process's RSS as the phase started, after GC and
@@ -121,6 +162,9 @@ type Result struct {
 	// Deduplicated reports that the object already existed, so the check-in
 	// wrote nothing (a run against a store holding a previous run's object).
 	Deduplicated bool `json:"deduplicated,omitempty"`
+	// Rounds is how many measurements this result summarizes: Seconds and
+	// MiBPerSec are the fastest round's, PeakRSS and PeakHeap the highest.
+	Rounds int `json:"rounds,omitempty"`
 }
 
 // Check is one of the project's memory targets, judged on this run.
@@ -131,6 +175,10 @@ type Check struct {
 	Status   string  `json:"status"`
 	ValueMiB float64 `json:"value_mib"`
 	LimitMiB float64 `json:"limit_mib"`
+	// Ratio and MinRatio are set, instead of ValueMiB and LimitMiB, by a
+	// throughput check: encrypted MiB/s over plain MiB/s, and its minimum.
+	Ratio    float64 `json:"ratio,omitempty"`
+	MinRatio float64 `json:"min_ratio,omitempty"`
 	Detail   string  `json:"detail"`
 }
 
@@ -146,6 +194,7 @@ type Report struct {
 	RSSMethod      string   `json:"rss_method"`
 	SampleInterval string   `json:"sample_interval"`
 	Seed           uint64   `json:"seed"`
+	Rounds         int      `json:"rounds"`
 	Results        []Result `json:"results"`
 	Checks         []Check  `json:"checks"`
 }
@@ -175,6 +224,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if tenant == "" {
 		tenant = "bench"
 	}
+	if err := claimcheck.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	variants := cfg.Variants
+	if len(variants) == 0 {
+		variants = DefaultVariants
+	}
+	for i, v := range variants {
+		if (v != VariantPlain && v != VariantEncrypted) || slices.Contains(variants[:i], v) {
+			return nil, fmt.Errorf("bench: variant %q: want %q or %q, each at most once", v, VariantPlain, VariantEncrypted)
+		}
+	}
 	interval := cfg.SampleInterval
 	if interval <= 0 {
 		interval = 5 * time.Millisecond
@@ -197,12 +258,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			spoolDir = filepath.Join(tmp, "spool")
 		}
 	}
-	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: spoolDir})
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	defer store.Close()
-
 	m := &meter{method: detectRSSMethod(), interval: interval}
 	rep := &Report{
 		Store:          redactURL(storeURL),
@@ -215,25 +270,67 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		RSSMethod:      m.method,
 		SampleInterval: interval.String(),
 		Seed:           cfg.Seed,
+		Rounds:         max(cfg.Rounds, 1),
 	}
-	b := &runner{ctx: ctx, store: store, tenant: tenant, seed: cfg.Seed, meter: m, log: cfg.Log}
+	var runners []*runner
+	for _, v := range variants {
+		opts := &claimcheck.Options{SpoolDir: spoolDir}
+		vtenant := tenant
+		if v == VariantEncrypted {
+			if opts.Keeper = cfg.Keeper; opts.Keeper == nil {
+				key, err := localsecrets.NewRandomKey()
+				if err != nil {
+					return nil, fmt.Errorf("bench: %w", err)
+				}
+				opts.Keeper = localsecrets.NewKeeper(key)
+				defer opts.Keeper.Close()
+			}
+			// Its own prefix: an encrypting store refuses to deduplicate
+			// against an unencrypted object at the same key.
+			vtenant = tenant[:min(len(tenant), claimcheck.MaxTenantLen-len("-enc"))] + "-enc"
+		}
+		store, err := claimcheck.OpenStore(ctx, storeURL, opts)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", v, err)
+		}
+		defer store.Close()
+		runners = append(runners, &runner{ctx: ctx, store: store, tenant: vtenant, variant: v, seed: cfg.Seed, meter: m, log: cfg.Log})
+	}
 
 	// Warm up: fault in the code and buffers every phase uses, so that the
 	// first measured size does not pay for first use.
-	if err := b.warmUp(); err != nil {
-		return nil, err
+	for _, b := range runners {
+		if err := b.warmUp(); err != nil {
+			return nil, err
+		}
 	}
 	smallest := sizes[0]
 	for _, n := range sizes {
 		smallest = min(smallest, n)
 	}
+	// Variants alternate within each size (and their order from round to
+	// round), so that both see the same machine state (page cache, disk,
+	// neighbours) for the comparison.
 	for _, n := range sizes {
-		rs, err := b.size(n)
-		rep.Results = append(rep.Results, rs...)
-		if err != nil {
-			return nil, err
+		rounds := map[string][][]Result{}
+		for round := range rep.Rounds {
+			order := slices.Clone(runners)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, b := range order {
+				rs, err := b.size(n)
+				if err != nil {
+					return nil, err
+				}
+				rounds[b.variant] = append(rounds[b.variant], rs)
+			}
+		}
+		for _, b := range runners {
+			rep.Results = append(rep.Results, fastest(rounds[b.variant])...)
 		}
 	}
+	b := runners[0]
 	// The baseline runs last: the heap it grows leaves the runtime holding
 	// some memory (about 2 MiB after a 4 MiB ReadAll, measured) that would
 	// otherwise raise the floor of every later measurement.
@@ -244,17 +341,40 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Results = append(rep.Results, r)
 	}
-	rep.Checks = rep.check(sizes)
+	rep.Checks = rep.check(sizes, variants)
 	return rep, nil
 }
 
+// fastest summarizes rounds of one size and variant, phase by phase: the
+// fastest round's time, the highest peaks, verified only if every round was.
+func fastest(rounds [][]Result) []Result {
+	out := slices.Clone(rounds[0])
+	for i := range out {
+		for _, rs := range rounds[1:] {
+			r := rs[i]
+			best := out[i]
+			if r.Seconds < best.Seconds {
+				best = r
+			}
+			best.PeakRSS = max(out[i].PeakRSS, r.PeakRSS)
+			best.PeakHeap = max(out[i].PeakHeap, r.PeakHeap)
+			best.Verified = out[i].Verified && r.Verified
+			best.Deduplicated = out[i].Deduplicated || r.Deduplicated
+			out[i] = best
+		}
+		out[i].Rounds = len(rounds)
+	}
+	return out
+}
+
 type runner struct {
-	ctx    context.Context
-	store  *claimcheck.Store
-	tenant string
-	seed   uint64
-	meter  *meter
-	log    io.Writer
+	ctx     context.Context
+	store   *claimcheck.Store
+	tenant  string
+	variant string
+	seed    uint64
+	meter   *meter
+	log     io.Writer
 }
 
 // stream returns the deterministic pseudo-random payload of n bytes:
@@ -269,9 +389,9 @@ func stream(seed uint64, n int64) io.Reader {
 
 // digest is the hex SHA-256 of the payload of n bytes, computed without
 // holding it.
-func digest(seed uint64, n int64) (string, error) {
+func digest(ctx context.Context, seed uint64, n int64) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, stream(seed, n)); err != nil {
+	if _, err := io.Copy(h, ctxReader{ctx, stream(seed, n)}); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
@@ -294,7 +414,7 @@ func (b *runner) warmUp() error {
 
 // size measures the three phases of one size and deletes the object.
 func (b *runner) size(n int64) ([]Result, error) {
-	want, err := digest(b.seed, n) // outside any timed phase
+	want, err := digest(b.ctx, b.seed, n) // outside any timed phase
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +503,7 @@ func (b *runner) claim(t *claimcheck.Ticket, phase string) (sum string, n int64,
 
 // naive measures io.ReadAll of the stream of n bytes: the payload in memory.
 func (b *runner) naive(n int64) (Result, error) {
-	want, err := digest(b.seed, n)
+	want, err := digest(b.ctx, b.seed, n)
 	if err != nil {
 		return Result{}, err
 	}
@@ -402,6 +522,7 @@ func (b *runner) naive(n int64) (Result, error) {
 		return Result{}, fmt.Errorf("bench: %s %s: %w", FormatSize(n), PhaseNaive, err)
 	}
 	r := b.result(n, PhaseNaive, s, sum, got, nil, want)
+	r.Variant = "" // no store involved
 	b.logResult(r)
 	return r, nil
 }
@@ -411,6 +532,7 @@ func (b *runner) result(n int64, phase string, s sample, sum string, got int64, 
 	r := Result{
 		Size:     n,
 		Phase:    phase,
+		Variant:  b.variant,
 		Seconds:  secs,
 		StartRSS: s.startRSS,
 		PeakRSS:  s.peakRSS,
@@ -445,21 +567,48 @@ func (b *runner) logResult(r Result) {
 	if b.log == nil {
 		return
 	}
-	fmt.Fprintf(b.log, "bench: %-8s %-13s %8.3fs %9.1f MiB/s  peak RSS %6.1f MiB  peak heap %6.1f MiB  verified=%t\n",
-		FormatSize(r.Size), r.Phase, r.Seconds, r.MiBPerSec, mib(r.PeakRSS), mib(r.PeakHeap), r.Verified)
+	fmt.Fprintf(b.log, "bench: %-8s %-9s %-13s %8.3fs %9.1f MiB/s  peak RSS %6.1f MiB  peak heap %6.1f MiB  verified=%t\n",
+		FormatSize(r.Size), r.Variant, r.Phase, r.Seconds, r.MiBPerSec, mib(r.PeakRSS), mib(r.PeakHeap), r.Verified)
 }
 
 // PeakRSS is the highest peak RSS among the claimcheck phases (not the
-// baseline) of the given size, and whether that size was measured.
+// baseline) of the given size, in any variant, and whether that size was
+// measured.
 func (r *Report) PeakRSS(size int64) (uint64, bool) {
+	return r.PeakRSSOf(size, "")
+}
+
+// PeakRSSOf is PeakRSS for one variant ("" for any).
+func (r *Report) PeakRSSOf(size int64, variant string) (uint64, bool) {
 	var peak uint64
 	var found bool
 	for _, res := range r.Results {
-		if res.Size == size && res.Phase != PhaseNaive {
+		if res.Size == size && res.Phase != PhaseNaive && (variant == "" || res.Variant == variant) {
 			peak, found = max(peak, res.PeakRSS), true
 		}
 	}
 	return peak, found
+}
+
+// Result returns the result of one size, variant and phase, if measured.
+func (r *Report) Result(size int64, variant, phase string) (Result, bool) {
+	for _, res := range r.Results {
+		if res.Size == size && res.Variant == variant && res.Phase == phase {
+			return res, true
+		}
+	}
+	return Result{}, false
+}
+
+// Ratio is encrypted over plain throughput for one size and phase, and
+// whether both were measured.
+func (r *Report) Ratio(size int64, phase string) (float64, bool) {
+	p, okp := r.Result(size, VariantPlain, phase)
+	e, oke := r.Result(size, VariantEncrypted, phase)
+	if !okp || !oke || p.MiBPerSec <= 0 {
+		return 0, false
+	}
+	return e.MiBPerSec / p.MiBPerSec, true
 }
 
 // Passed reports whether no check failed.
@@ -472,21 +621,44 @@ func (r *Report) Passed() bool {
 	return true
 }
 
-func (r *Report) check(sizes []int64) []Check {
+func (r *Report) check(sizes []int64, variants []string) []Check {
 	lo, hi := sizes[0], sizes[0]
 	for _, n := range sizes {
 		lo, hi = min(lo, n), max(hi, n)
 	}
-	peakHi, _ := r.PeakRSS(hi)
-	peakLo, _ := r.PeakRSS(lo)
+	var checks []Check
+	for _, v := range variants {
+		checks = append(checks, r.memoryChecks(lo, hi, v)...)
+	}
+	if slices.Contains(variants, VariantPlain) && slices.Contains(variants, VariantEncrypted) {
+		for _, phase := range []string{PhaseCheckIn, PhaseOpen, PhaseStream} {
+			ratio, _ := r.Ratio(hi, phase)
+			p, _ := r.Result(hi, VariantPlain, phase)
+			e, _ := r.Result(hi, VariantEncrypted, phase)
+			checks = append(checks, Check{
+				Name:     fmt.Sprintf("encrypted %s throughput for %s at least %.0f%% of plain", phase, FormatSize(hi), MinEncryptedRatio*100),
+				Status:   passFail(ratio >= MinEncryptedRatio),
+				Ratio:    ratio,
+				MinRatio: MinEncryptedRatio,
+				Detail:   fmt.Sprintf("%.1f MiB/s encrypted, %.1f MiB/s plain, same run", e.MiBPerSec, p.MiBPerSec),
+			})
+		}
+	}
+	return checks
+}
+
+// memoryChecks are the project's memory targets for one variant.
+func (r *Report) memoryChecks(lo, hi int64, variant string) []Check {
+	peakHi, _ := r.PeakRSSOf(hi, variant)
+	peakLo, _ := r.PeakRSSOf(lo, variant)
 	abs := Check{
-		Name:     fmt.Sprintf("peak RSS for %s under %s", FormatSize(hi), FormatSize(LimitPeakRSS)),
+		Name:     fmt.Sprintf("%s: peak RSS for %s under %s", variant, FormatSize(hi), FormatSize(LimitPeakRSS)),
 		ValueMiB: mib(peakHi),
 		LimitMiB: mib(LimitPeakRSS),
-		Detail:   fmt.Sprintf("highest VmHWM of the check-in, open and stream phases of %s", FormatSize(hi)),
+		Detail:   fmt.Sprintf("highest VmHWM of the %s check-in, open and stream phases of %s", variant, FormatSize(hi)),
 	}
 	growth := Check{
-		Name:     fmt.Sprintf("peak RSS for %s within %s of %s", FormatSize(hi), FormatSize(LimitPeakGrowth), FormatSize(lo)),
+		Name:     fmt.Sprintf("%s: peak RSS for %s within %s of %s", variant, FormatSize(hi), FormatSize(LimitPeakGrowth), FormatSize(lo)),
 		ValueMiB: mib(peakHi) - mib(peakLo),
 		LimitMiB: mib(LimitPeakGrowth),
 		Detail:   fmt.Sprintf("%.1f MiB - %.1f MiB", mib(peakHi), mib(peakLo)),
@@ -537,4 +709,17 @@ func redactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// ctxReader stops a long generated stream once ctx is done (Ctrl-C).
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"gocloud.dev/secrets/localsecrets"
+
 	"github.com/claimcheck/claimcheck"
 )
 
@@ -85,13 +87,17 @@ func TestRunSmall(t *testing.T) {
 	t.Logf("progress:\n%s", log.String())
 
 	type key struct {
-		size  int64
-		phase string
+		size    int64
+		variant string
+		phase   string
 	}
+	const plain, enc = VariantPlain, VariantEncrypted
 	want := []key{
-		{8 * MiB, PhaseCheckIn}, {8 * MiB, PhaseOpen}, {8 * MiB, PhaseStream},
-		{1 * MiB, PhaseCheckIn}, {1 * MiB, PhaseOpen}, {1 * MiB, PhaseStream},
-		{1 * MiB, PhaseNaive},
+		{8 * MiB, plain, PhaseCheckIn}, {8 * MiB, plain, PhaseOpen}, {8 * MiB, plain, PhaseStream},
+		{8 * MiB, enc, PhaseCheckIn}, {8 * MiB, enc, PhaseOpen}, {8 * MiB, enc, PhaseStream},
+		{1 * MiB, plain, PhaseCheckIn}, {1 * MiB, plain, PhaseOpen}, {1 * MiB, plain, PhaseStream},
+		{1 * MiB, enc, PhaseCheckIn}, {1 * MiB, enc, PhaseOpen}, {1 * MiB, enc, PhaseStream},
+		{1 * MiB, "", PhaseNaive},
 	}
 	if len(rep.Results) != len(want) {
 		t.Fatalf("got %d results, want %d: %+v", len(rep.Results), len(want), rep.Results)
@@ -110,8 +116,8 @@ func TestRunSmall(t *testing.T) {
 	}
 	onLinux := rep.RSSMethod != RSSMethodNone
 	for i, r := range rep.Results {
-		if (key{r.Size, r.Phase}) != want[i] {
-			t.Errorf("result %d is %s %s, want %s %s", i, FormatSize(r.Size), r.Phase, FormatSize(want[i].size), want[i].phase)
+		if (key{r.Size, r.Variant, r.Phase}) != want[i] {
+			t.Errorf("result %d is %s %s %s, want %+v", i, FormatSize(r.Size), r.Variant, r.Phase, want[i])
 		}
 		if !r.Verified || r.SHA256 != digests[r.Size] {
 			t.Errorf("%s %s: verified=%t sha256=%s, want the generated stream's %s", FormatSize(r.Size), r.Phase, r.Verified, r.SHA256, digests[r.Size])
@@ -130,15 +136,36 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	// The baseline holds the whole payload: the heap sampler must see it.
-	if naive := rep.Results[6]; naive.PeakHeap < 1*MiB {
+	if naive := rep.Results[12]; naive.PeakHeap < 1*MiB {
 		t.Errorf("naive ReadAll of 1 MiB: peak heap %d bytes, below the payload", naive.PeakHeap)
 	}
-	if len(rep.Checks) != 2 {
-		t.Fatalf("got %d checks, want 2", len(rep.Checks))
+	// Two memory checks per variant, then one throughput ratio per phase
+	// of the largest size.
+	wantChecks := []string{
+		"plain: peak RSS for 8 MiB under 64 MiB", "plain: peak RSS for 8 MiB within 16 MiB of 1 MiB",
+		"encrypted: peak RSS for 8 MiB under 64 MiB", "encrypted: peak RSS for 8 MiB within 16 MiB of 1 MiB",
+		"encrypted checkin throughput for 8 MiB at least 75% of plain",
+		"encrypted open throughput for 8 MiB at least 75% of plain",
+		"encrypted stream throughput for 8 MiB at least 75% of plain",
 	}
-	for _, c := range rep.Checks {
+	if len(rep.Checks) != len(wantChecks) {
+		t.Fatalf("got %d checks, want %d: %+v", len(rep.Checks), len(wantChecks), rep.Checks)
+	}
+	for i, c := range rep.Checks {
+		if c.Name != wantChecks[i] {
+			t.Errorf("check %d is %q, want %q", i, c.Name, wantChecks[i])
+		}
 		if c.Status != "PASS" && c.Status != "FAIL" && !(c.Status == "SKIP" && !onLinux) {
 			t.Errorf("check %q: status %q", c.Name, c.Status)
+		}
+		if i >= 4 {
+			phase := []string{PhaseCheckIn, PhaseOpen, PhaseStream}[i-4]
+			p, _ := rep.Result(8*MiB, plain, phase)
+			e, _ := rep.Result(8*MiB, enc, phase)
+			if want := e.MiBPerSec / p.MiBPerSec; c.MinRatio != MinEncryptedRatio || c.Ratio != want ||
+				c.Status != map[bool]string{true: "PASS", false: "FAIL"}[want >= MinEncryptedRatio] {
+				t.Errorf("check %q: ratio %v min %v status %s; want ratio %v (%v / %v MiB/s)", c.Name, c.Ratio, c.MinRatio, c.Status, want, e.MiBPerSec, p.MiBPerSec)
+			}
 		}
 	}
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
@@ -151,13 +178,14 @@ func TestRunSmall(t *testing.T) {
 	}
 	text := out.String()
 	t.Logf("report:\n%s", text)
-	for _, s := range []string{"peak RSS MiB", "peak heap MiB", "8 MiB", PhaseNaive, "peak RSS for 8 MiB under 64 MiB", "within 16 MiB of 1 MiB"} {
+	for _, s := range []string{"peak RSS MiB", "peak heap MiB", "8 MiB", PhaseNaive, "peak RSS for 8 MiB under 64 MiB", "within 16 MiB of 1 MiB",
+		"variant", "encrypted/plain", "peak RSS 8 MiB encrypted", "encrypted stream throughput for 8 MiB at least 75% of plain"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("report lacks %q", s)
 		}
 	}
-	if got := strings.Count(text, "\nPASS ") + strings.Count(text, "\nFAIL ") + strings.Count(text, "\nSKIP "); got != 2 {
-		t.Errorf("report has %d check lines, want 2", got)
+	if got := strings.Count(text, "\nPASS ") + strings.Count(text, "\nFAIL ") + strings.Count(text, "\nSKIP "); got != len(wantChecks) {
+		t.Errorf("report has %d check lines, want %d", got, len(wantChecks))
 	}
 
 	js, err := rep.JSON()
@@ -171,7 +199,7 @@ func TestRunSmall(t *testing.T) {
 	if !reflect.DeepEqual(&back, rep) {
 		t.Errorf("JSON round trip differs:\n%s", js)
 	}
-	for _, field := range []string{`"peak_rss_bytes"`, `"peak_heap_bytes"`, `"mib_per_s"`, `"status"`, `"rss_method"`} {
+	for _, field := range []string{`"peak_rss_bytes"`, `"peak_heap_bytes"`, `"mib_per_s"`, `"status"`, `"rss_method"`, `"variant": "encrypted"`, `"ratio"`, `"min_ratio": 0.75`} {
 		if !bytes.Contains(js, []byte(field)) {
 			t.Errorf("JSON lacks %s", field)
 		}
@@ -184,6 +212,59 @@ func TestRunRejectsBadSize(t *testing.T) {
 	}
 }
 
+func TestRunRejectsBadVariant(t *testing.T) {
+	for _, v := range [][]string{{"gzip"}, {VariantPlain, VariantPlain}} {
+		if _, err := Run(context.Background(), Config{Dir: t.TempDir(), Sizes: []int64{MiB}, Variants: v}); err == nil {
+			t.Errorf("variants %q accepted", v)
+		}
+	}
+}
+
+// TestRunOneVariant keeps the single-variant form: only its results, its
+// two memory checks, and no throughput comparison.
+func TestRunOneVariant(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := Run(context.Background(), Config{Dir: dir, Sizes: []int64{MiB}, Variants: []string{VariantEncrypted}, NoBaseline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 3 {
+		t.Fatalf("got %d results, want 3", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Variant != VariantEncrypted || !r.Verified {
+			t.Errorf("%s %s: variant %q verified=%v", FormatSize(r.Size), r.Phase, r.Variant, r.Verified)
+		}
+	}
+	if len(rep.Checks) != 2 || !strings.HasPrefix(rep.Checks[0].Name, "encrypted: ") {
+		t.Fatalf("checks = %+v", rep.Checks)
+	}
+	var out bytes.Buffer
+	if err := rep.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "encrypted/plain") {
+		t.Errorf("a one-variant report prints a comparison:\n%s", out.String())
+	}
+}
+
+// TestRunEncryptedUsesKeeper proves the encrypted variant goes through its
+// keeper: with the keeper closed, nothing can be checked in.
+func TestRunEncryptedUsesKeeper(t *testing.T) {
+	key, err := localsecrets.NewRandomKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := localsecrets.NewKeeper(key)
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), Config{Dir: t.TempDir(), Sizes: []int64{MiB}, Keeper: k})
+	if err == nil || !strings.Contains(err.Error(), "keeper") {
+		t.Fatalf("Run with a closed keeper: %v", err)
+	}
+}
+
 func TestStreamDeterministic(t *testing.T) {
 	a, _ := io.ReadAll(stream(7, 100_000))
 	b, _ := io.ReadAll(stream(7, 100_000))
@@ -193,9 +274,10 @@ func TestStreamDeterministic(t *testing.T) {
 	}
 }
 
-// TestRunFull runs the real measurement (default sizes, 4 MiB and 1 GiB)
-// when CLAIMCHECK_BENCH_FULL=1; CLAIMCHECK_BENCH_DIR picks the disk and
-// CLAIMCHECK_BENCH_SIZES (comma-separated bytes) overrides the sizes and
+// TestRunFull runs the real measurement (default sizes, 4 MiB and 1 GiB;
+// both variants) when CLAIMCHECK_BENCH_FULL=1; CLAIMCHECK_BENCH_DIR picks
+// the disk, CLAIMCHECK_BENCH_SIZES (comma-separated bytes) overrides the
+// sizes, CLAIMCHECK_BENCH_ROUNDS sets Config.Rounds and
 // CLAIMCHECK_BENCH_NOBASELINE=1 skips the baseline. It prints the report and
 // fails if a check fails.
 func TestRunFull(t *testing.T) {
@@ -203,6 +285,13 @@ func TestRunFull(t *testing.T) {
 		t.Skip("set CLAIMCHECK_BENCH_FULL=1 to run (needs ~3 GiB of disk)")
 	}
 	cfg := Config{Dir: os.Getenv("CLAIMCHECK_BENCH_DIR"), Log: os.Stderr, NoBaseline: os.Getenv("CLAIMCHECK_BENCH_NOBASELINE") == "1"}
+	if s := os.Getenv("CLAIMCHECK_BENCH_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Rounds = n
+	}
 	if s := os.Getenv("CLAIMCHECK_BENCH_SIZES"); s != "" {
 		for _, f := range strings.Split(s, ",") {
 			n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
@@ -223,6 +312,51 @@ func TestRunFull(t *testing.T) {
 		t.Logf("json:\n%s", js)
 	}
 	if !rep.Passed() {
-		t.Error("a memory check failed")
+		t.Error("a check failed")
+	}
+}
+
+// TestRunRounds measures every phase once per round, alternating the
+// variants, and reports each phase's fastest round.
+func TestRunRounds(t *testing.T) {
+	var log bytes.Buffer
+	rep, err := Run(context.Background(), Config{Dir: t.TempDir(), Sizes: []int64{MiB}, Rounds: 2, NoBaseline: true, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rounds != 2 || len(rep.Results) != 6 {
+		t.Fatalf("rounds %d, %d results; want 2 rounds, 6 results", rep.Rounds, len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Rounds != 2 || !r.Verified || r.Deduplicated {
+			t.Errorf("%s %s: rounds %d verified %v dedup %v", r.Variant, r.Phase, r.Rounds, r.Verified, r.Deduplicated)
+		}
+	}
+	// Every round logs its own line: plain first in round 1, encrypted first in round 2.
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 12 {
+		t.Fatalf("log has %d lines, want 12:\n%s", len(lines), log.String())
+	}
+	for i, want := range []string{"plain", "plain", "plain", "encrypted", "encrypted", "encrypted", "encrypted", "encrypted", "encrypted", "plain", "plain", "plain"} {
+		if !strings.Contains(lines[i], " "+want+" ") {
+			t.Errorf("log line %d is %q, want the %s variant", i, lines[i], want)
+		}
+	}
+}
+
+func TestFastest(t *testing.T) {
+	rounds := [][]Result{
+		{{Phase: PhaseCheckIn, Seconds: 2, MiBPerSec: 1, StartRSS: 5, PeakRSS: 10, PeakHeap: 3, Verified: true},
+			{Phase: PhaseOpen, Seconds: 1, MiBPerSec: 2, StartRSS: 5, PeakRSS: 30, PeakHeap: 1, Verified: true}},
+		{{Phase: PhaseCheckIn, Seconds: 1, MiBPerSec: 2, StartRSS: 6, PeakRSS: 20, PeakHeap: 2, Verified: true},
+			{Phase: PhaseOpen, Seconds: 4, MiBPerSec: 0.5, StartRSS: 6, PeakRSS: 10, PeakHeap: 2, Verified: false}},
+	}
+	got := fastest(rounds)
+	want := []Result{
+		{Phase: PhaseCheckIn, Seconds: 1, MiBPerSec: 2, StartRSS: 6, PeakRSS: 20, PeakHeap: 3, Verified: true, Rounds: 2},
+		{Phase: PhaseOpen, Seconds: 1, MiBPerSec: 2, StartRSS: 5, PeakRSS: 30, PeakHeap: 2, Verified: false, Rounds: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fastest =\n%+v\nwant\n%+v", got, want)
 	}
 }

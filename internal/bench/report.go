@@ -1,22 +1,28 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
 )
 
-// Write prints the report: environment, one row per size and phase, the
-// peak per size, and the project's checks as PASS/FAIL lines.
+// Write prints the report: environment, one row per size, variant and
+// phase, the peak per size and variant, encrypted over plain throughput per
+// size and phase, and the project's checks as PASS/FAIL lines.
 func (r *Report) Write(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "claimcheck bench: %s %s/%s, %d CPUs (GOMAXPROCS %d)\n", r.GoVersion, r.OS, r.Arch, r.NumCPU, r.GOMAXPROCS)
 	fmt.Fprintf(ew, "store %s, spool %s\n", r.Store, r.SpoolDir)
-	fmt.Fprintf(ew, "peak RSS: %s; peak heap: %s sampled every %s\n\n", r.RSSMethod, heapMetric, r.SampleInterval)
+	fmt.Fprintf(ew, "peak RSS: %s; peak heap: %s sampled every %s\n", r.RSSMethod, heapMetric, r.SampleInterval)
+	if r.Rounds > 1 {
+		fmt.Fprintf(ew, "%d rounds per size and variant: fastest round's time, highest round's peaks\n", r.Rounds)
+	}
+	fmt.Fprintln(ew)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tphase\tseconds\tMiB/s\tpeak RSS MiB\tpeak heap MiB\tstart RSS MiB\tsha256 ok\t")
+	fmt.Fprintln(tw, "size\tvariant\tphase\tseconds\tMiB/s\tpeak RSS MiB\tpeak heap MiB\tstart RSS MiB\tsha256 ok\t")
 	for _, res := range r.Results {
 		ok := "yes"
 		if !res.Verified {
@@ -25,23 +31,66 @@ func (r *Report) Write(w io.Writer) error {
 		if res.Deduplicated {
 			ok += " (dedup: nothing written)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n",
-			FormatSize(res.Size), res.Phase, res.Seconds, res.MiBPerSec, mib(res.PeakRSS), mib(res.PeakHeap), mib(res.StartRSS), ok)
+		variant := res.Variant
+		if variant == "" {
+			variant = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n",
+			FormatSize(res.Size), variant, res.Phase, res.Seconds, res.MiBPerSec, mib(res.PeakRSS), mib(res.PeakHeap), mib(res.StartRSS), ok)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(ew)
-	seen := map[int64]bool{}
+	type sizeVariant struct {
+		size    int64
+		variant string
+	}
+	seen := map[sizeVariant]bool{}
+	var sizes []int64
 	for _, res := range r.Results {
-		if seen[res.Size] {
+		k := sizeVariant{res.Size, res.Variant}
+		if res.Phase == PhaseNaive || seen[k] {
 			continue
 		}
-		seen[res.Size] = true
-		peak, _ := r.PeakRSS(res.Size)
-		fmt.Fprintf(ew, "peak RSS %s (check-in, open, stream): %.1f MiB\n", FormatSize(res.Size), mib(peak))
+		if !seen[sizeVariant{res.Size, ""}] {
+			sizes = append(sizes, res.Size)
+			seen[sizeVariant{res.Size, ""}] = true
+		}
+		seen[k] = true
+		peak, _ := r.PeakRSSOf(res.Size, res.Variant)
+		fmt.Fprintf(ew, "peak RSS %s %s (check-in, open, stream): %.1f MiB\n", FormatSize(res.Size), res.Variant, mib(peak))
 	}
+
+	var ratios bytes.Buffer
+	tw = tabwriter.NewWriter(&ratios, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tphase\tplain MiB/s\tencrypted MiB/s\tencrypted/plain\t")
+	haveRatios := false
+	for _, n := range sizes {
+		for _, phase := range []string{PhaseCheckIn, PhaseOpen, PhaseStream} {
+			ratio, ok := r.Ratio(n, phase)
+			if !ok {
+				continue
+			}
+			haveRatios = true
+			p, _ := r.Result(n, VariantPlain, phase)
+			e, _ := r.Result(n, VariantEncrypted, phase)
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f%%\t\n", FormatSize(n), phase, p.MiBPerSec, e.MiBPerSec, ratio*100)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if haveRatios {
+		fmt.Fprintln(ew)
+		_, _ = ew.Write(ratios.Bytes())
+	}
+	fmt.Fprintln(ew)
 	for _, c := range r.Checks {
+		if c.MinRatio > 0 {
+			fmt.Fprintf(ew, "%s  %s: %.1f%% (limit %.0f%%; %s)\n", c.Status, c.Name, c.Ratio*100, c.MinRatio*100, c.Detail)
+			continue
+		}
 		fmt.Fprintf(ew, "%s  %s: %.1f MiB (limit %.1f MiB; %s)\n", c.Status, c.Name, c.ValueMiB, c.LimitMiB, c.Detail)
 	}
 	return ew.err
