@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/sweep"
+)
+
+// sweepSummary is the last part of sweep --json.
+type sweepSummary struct {
+	DryRun       bool                 `json:"dry_run"`
+	Grace        string               `json:"grace"`
+	Prefixes     []string             `json:"prefixes"`
+	Expiry       map[string]string    `json:"expiry,omitempty"`
+	Listed       int                  `json:"listed"`
+	Removed      int                  `json:"removed"`
+	RemovedBytes int64                `json:"removed_bytes"`
+	Kept         int                  `json:"kept"`
+	ByReason     map[sweep.Reason]int `json:"by_reason"`
+	Pages        int                  `json:"pages"`
+	Queries      int                  `json:"registry_queries"`
+	Elapsed      string               `json:"elapsed"`
+	Error        string               `json:"error,omitempty"`
+}
+
+func newSweep(g *globals) *cobra.Command {
+	var dryRun, reveal, allowEmpty bool
+	var grace, expPayloads, expResults string
+	var pageSize int
+	c := &cobra.Command{
+		Use:   "sweep [--dry-run] [--grace 24h] [--expire-payloads 22d --expire-results 60d]",
+		Short: "Delete orphaned objects (and expired ones, for stores without lifecycle rules)",
+		Long: `Delete objects under payloads/ and results/ that no claims-registry row refers
+to and that are older than the grace period (default 24h: an upload whose
+transaction has not committed yet is never touched). Prints every object it
+removed and kept, and why; --dry-run deletes nothing and prints the same.
+
+Never deleted: an object a job refers to (queued, running, retrying, dead,
+completed, or already pruned by River), an object younger than the grace
+period, a temporary file of an in-flight write, anything outside payloads/
+and results/.
+
+--expire-payloads and --expire-results enforce lifecycle expiry where the
+store has no lifecycle engine (the file store): an older object is deleted
+even with a registry row, unless a job referring to it is still pending or
+dead. An expiry shorter than the dead-letter retention is refused; see
+"claimcheck retention" for the minimum.
+
+Object keys show as tenant prefix and digest prefix; --reveal shows them in
+full. The sweep works a page of objects at a time (--page-size), so its
+memory does not grow with the bucket.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts := sweep.Options{DryRun: dryRun, PageSize: pageSize, AllowEmptyRegistry: allowEmpty, Expiry: map[string]time.Duration{}}
+			var err error
+			if opts.Grace, err = claimcheck.ParseDuration(grace); err != nil {
+				return usagef("--grace: %v", err)
+			}
+			if opts.Grace < sweep.MinGrace {
+				return usagef("--grace %s is below the minimum of %s: an upload whose transaction has not committed yet would be deleted", grace, claimcheck.FormatDuration(sweep.MinGrace))
+			}
+			if pageSize < 1 || pageSize > sweep.MaxPageSize {
+				return usagef("--page-size %d: use 1 to %d", pageSize, sweep.MaxPageSize)
+			}
+			for _, f := range []struct{ flag, val, prefix string }{
+				{"--expire-payloads", expPayloads, claimcheck.PrefixPayloads},
+				{"--expire-results", expResults, claimcheck.PrefixResults},
+			} {
+				if f.val == "" {
+					continue
+				}
+				d, err := claimcheck.ParseDuration(f.val)
+				if err != nil {
+					return usagef("%s: %v", f.flag, err)
+				}
+				if d < opts.Grace {
+					return usagef("%s %s is shorter than the grace period (%s)", f.flag, f.val, claimcheck.FormatDuration(opts.Grace))
+				}
+				opts.Expiry[f.prefix] = d
+			}
+			e, err := g.openExisting(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if d, ok := opts.Expiry[claimcheck.PrefixPayloads]; ok && d < e.pipe.DeadLetterRetention() {
+				return usagef("--expire-payloads %s is shorter than the dead-letter retention (%s): payloads of replayable dead letters would expire; \"claimcheck retention\" computes the minimum",
+					expPayloads, claimcheck.FormatDuration(e.pipe.DeadLetterRetention()))
+			}
+			opts.Store, opts.DB = e.store, e.pipe.DB()
+			p := &sweepPrinter{w: cmd.OutOrStdout(), json: g.json, reveal: reveal, dryRun: dryRun}
+			opts.OnEntry = p.entry
+			p.start()
+			rep, err := sweep.Sweep(cmd.Context(), opts)
+			if rep == nil { // refused before it began
+				return err
+			}
+			p.finish(rep, err)
+			return err
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "decide and print everything, delete nothing")
+	f.StringVar(&grace, "grace", claimcheck.FormatDuration(sweep.DefaultGrace), "an unreferenced object younger than this is left alone (at least 1h)")
+	f.StringVar(&expPayloads, "expire-payloads", "", "also delete payloads older than this unless a pending or dead job refers to them (file stores: no lifecycle engine)")
+	f.StringVar(&expResults, "expire-results", "", "the same for results")
+	f.IntVar(&pageSize, "page-size", sweep.DefaultPageSize, "objects listed and looked up at a time")
+	f.BoolVar(&reveal, "reveal", false, "show full object keys (they can encode tenant and content identity)")
+	f.BoolVar(&allowEmpty, "allow-empty-registry", false, "sweep even though no job was ever registered (otherwise refused: usually the wrong --database)")
+	return c
+}
+
+// sweepPrinter writes each decision as it is made: a line of text, or an
+// element of the JSON entries array, so nothing accumulates in memory.
+type sweepPrinter struct {
+	w                    io.Writer
+	json, reveal, dryRun bool
+	n                    int
+}
+
+func (p *sweepPrinter) start() {
+	if p.json {
+		fmt.Fprintf(p.w, "{\n\"entries\": [")
+		return
+	}
+	fmt.Fprintf(p.w, "%-12s  %-12s  %9s  %8s  %-36s  %s\n", "ACTION", "REASON", "SIZE", "AGE", "OBJECT", "WHY")
+}
+
+func (p *sweepPrinter) entry(e sweep.Entry) error {
+	p.n++
+	if !p.reveal {
+		e.Key = ""
+	}
+	if p.json {
+		sep := ",\n"
+		if p.n == 1 {
+			sep = "\n"
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.w, "%s%s", sep, b)
+		return err
+	}
+	action := "kept"
+	if e.Removed {
+		action = "removed"
+		if p.dryRun {
+			action = "would remove"
+		}
+	}
+	obj := e.Object
+	if p.reveal {
+		obj = e.Key
+	}
+	age := "-"
+	if !e.ModTime.IsZero() {
+		age = claimcheck.FormatDuration(e.Age.Truncate(time.Minute))
+	}
+	_, err := fmt.Fprintf(p.w, "%-12s  %-12s  %9s  %8s  %-36s  %s\n", action, e.Reason, byteSize(e.Size), age, obj, e.Detail)
+	return err
+}
+
+func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
+	s := sweepSummary{DryRun: rep.DryRun, Grace: claimcheck.FormatDuration(rep.Grace), Prefixes: rep.Prefixes, Listed: rep.Listed,
+		Removed: rep.Removed, RemovedBytes: rep.RemovedBytes, Kept: rep.Kept, ByReason: rep.ByReason, Pages: rep.Pages, Queries: rep.Queries,
+		Elapsed: rep.Elapsed.Round(time.Millisecond).String()}
+	if len(rep.Expiry) > 0 {
+		s.Expiry = map[string]string{}
+		for k, v := range rep.Expiry {
+			s.Expiry[k] = claimcheck.FormatDuration(v)
+		}
+	}
+	if err != nil {
+		s.Error = err.Error()
+	}
+	if p.json {
+		b, _ := json.MarshalIndent(s, "", "  ")
+		fmt.Fprintf(p.w, "\n],\n\"summary\": %s\n}\n", b)
+		return
+	}
+	verb, keep := "removed", "kept"
+	if rep.DryRun {
+		verb, keep = "dry run: would remove", "would keep"
+	}
+	var kept []string
+	for _, r := range sweep.SortedReasons(rep.ByReason) {
+		if r != sweep.Orphan && r != sweep.Expired {
+			kept = append(kept, fmt.Sprintf("%s %d", r, rep.ByReason[r]))
+		}
+	}
+	var removed []string
+	for _, r := range []sweep.Reason{sweep.Orphan, sweep.Expired} {
+		if n := rep.ByReason[r]; n > 0 {
+			removed = append(removed, fmt.Sprintf("%s %d", r, n))
+		}
+	}
+	fmt.Fprintf(p.w, "\n%s %s (%s; %s), %s %s (%s); listed %d under %s in %d pages\n",
+		verb, objects(rep.Removed), strings.Join(removed, ", "), byteSize(rep.RemovedBytes), keep, objects(rep.Kept), strings.Join(kept, ", "),
+		rep.Listed, strings.Join(rep.Prefixes, " and "), rep.Pages)
+	if err != nil {
+		fmt.Fprintf(p.w, "stopped early: %v\n", err)
+	}
+}
+
+func objects(n int) string {
+	if n == 1 {
+		return "1 object"
+	}
+	return fmt.Sprintf("%d objects", n)
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+}

@@ -1,0 +1,161 @@
+package lifecycle_test
+
+// Apply against a real S3 server (SeaweedFS in CI: scripts/seaweedfs.sh),
+// skipped when CLAIMCHECK_TEST_S3_URL is unset. Each test works in a bucket
+// of its own, created and removed here, so the lifecycle rules it installs
+// never touch the shared test bucket's objects.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/claimcheck/claimcheck/lifecycle"
+)
+
+const s3URLEnv = "CLAIMCHECK_TEST_S3_URL"
+
+// s3Bucket returns a client for the server in $CLAIMCHECK_TEST_S3_URL and a
+// fresh, empty bucket on it, removed when t ends.
+func s3Bucket(t *testing.T) (*s3.Client, string) {
+	t.Helper()
+	raw := os.Getenv(s3URLEnv)
+	if raw == "" {
+		t.Skip(s3URLEnv + " is not set, so there is no S3 server to apply lifecycle rules to: " +
+			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", s3URLEnv, err)
+	}
+	q := u.Query()
+	ctx := context.Background()
+	opts := []func(*config.LoadOptions) error{}
+	if r := q.Get("region"); r != "" {
+		opts = append(opts, config.WithRegion(r))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathStyle, _ := strconv.ParseBool(q.Get("use_path_style"))
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if ep := q.Get("endpoint"); ep != "" {
+			o.BaseEndpoint = aws.String(ep)
+		}
+		o.UsePathStyle = pathStyle
+	})
+	b := make([]byte, 6)
+	rand.Read(b)
+	bucket := "claimcheck-lifecycle-" + hex.EncodeToString(b)
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("create bucket %s: %v", bucket, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = client.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String(bucket)})
+		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
+			t.Errorf("delete bucket %s: %v", bucket, err)
+		}
+	})
+	return client, bucket
+}
+
+func getRules(t *testing.T, c *s3.Client, bucket string) []types.LifecycleRule {
+	t.Helper()
+	out, err := c.GetBucketLifecycleConfiguration(context.Background(), &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatalf("get lifecycle configuration: %v", err)
+	}
+	return out.Rules
+}
+
+// The issue's figure: apply keeps a pre-existing foreign rule.
+func TestApplyS3KeepsForeignRule(t *testing.T) {
+	client, bucket := s3Bucket(t)
+	ctx := context.Background()
+	p := seedPolicy(t)
+
+	// A bucket with no configuration at all.
+	res, err := lifecycle.Apply(ctx, client, bucket, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HadConfiguration || !res.Written {
+		t.Errorf("fresh bucket: had %v, written %v", res.HadConfiguration, res.Written)
+	}
+
+	// Another team's rule appears, installed behind our back.
+	foreign := rule("logs-team-expiry", "logs/", 3)
+	foreign.AbortIncompleteMultipartUpload = &types.AbortIncompleteMultipartUpload{DaysAfterInitiation: aws.Int32(2)}
+	_, err = client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
+		Bucket:                 aws.String(bucket),
+		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: append([]types.LifecycleRule{foreign}, getRules(t, client, bucket)...)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := getRules(t, client, bucket)
+
+	// Apply with a longer replay margin: ours are replaced, theirs kept.
+	p.PayloadDays, p.ResultDays = 30, 60
+	res, err = lifecycle.Apply(ctx, client, bucket, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Written || !reflect.DeepEqual(res.Foreign, []string{"logs-team-expiry"}) || !reflect.DeepEqual(res.Replaced, []string{"claimcheck-payloads", "claimcheck-results"}) {
+		t.Errorf("written %v, foreign %q, replaced %q", res.Written, res.Foreign, res.Replaced)
+	}
+	after := getRules(t, client, bucket)
+	if got, want := ids(after), []string{"logs-team-expiry", "claimcheck-payloads", "claimcheck-results"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("rules on the bucket: %q, want %q", got, want)
+	}
+	if !reflect.DeepEqual(after[0], before[0]) {
+		t.Errorf("the foreign rule changed:\nbefore %+v\nafter  %+v", before[0], after[0])
+	}
+	if d := aws.ToInt32(after[1].Expiration.Days); d != 30 {
+		t.Errorf("payload rule expires after %d days, want 30", d)
+	}
+	t.Logf("bucket %s rules after apply: %q (foreign kept: %q)", bucket, ids(after), res.Foreign)
+
+	// Applying the same policy again writes nothing.
+	res, err = lifecycle.Apply(ctx, client, bucket, p, nil)
+	if err != nil || res.Written {
+		t.Errorf("second apply: %v, written %v", err, res.Written)
+	}
+}
+
+func TestApplyS3RefusesConflict(t *testing.T) {
+	client, bucket := s3Bucket(t)
+	ctx := context.Background()
+	// The seed article's rule: every object in the bucket after 21 days.
+	_, err := client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
+		Bucket:                 aws.String(bucket),
+		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{rule("expire-job-payloads", "", 21)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lifecycle.Apply(ctx, client, bucket, seedPolicy(t), nil)
+	var ce *lifecycle.ConflictError
+	if !errors.As(err, &ce) || ce.RuleID != "expire-job-payloads" {
+		t.Fatalf("Apply = %v, want a conflict naming expire-job-payloads", err)
+	}
+	t.Log(err)
+	if got := ids(getRules(t, client, bucket)); !reflect.DeepEqual(got, []string{"expire-job-payloads"}) {
+		t.Errorf("after a refused apply the bucket has %q", got)
+	}
+}

@@ -1,0 +1,667 @@
+// Package sweep finds and deletes orphaned objects, and enforces expiry
+// where the store has no lifecycle engine (the file store).
+//
+// An orphan is an object under claimcheck's prefixes that no claims-registry
+// row refers to and that is older than a grace period (DESIGN.md invariant
+// 6). The registry row is written in the same transaction as its job, so an
+// object without one was checked in by a producer whose transaction rolled
+// back or never ran: litter, never a payload some job needs. The grace
+// period covers the moment between an upload and its transaction's commit.
+// The seed article's sweep matches objects to jobs by the digest in the key
+// and needs a job row; this one matches the exact key against the registry,
+// whose rows outlive the job rows River prunes.
+//
+// Never deleted:
+//   - an object with a registry row (unless Expiry applies, below), whether
+//     its job is queued, running, retrying, dead, completed or already
+//     pruned by River;
+//   - an object younger than the grace period;
+//   - in-flight temporary files (claimcheck.IsTempKey: fileblob's "*.tmp"
+//     beside the final path) and fileblob's "*.attrs" sidecars;
+//   - anything outside Options.Prefixes.
+//
+// Expiry (Options.Expiry, for stores with no lifecycle rules: the file
+// store) deletes an object older than its prefix's expiry even if it has a
+// registry row, unless a job referring to it is still pending (available,
+// running, retryable, scheduled, pending) or dead (cancelled, discarded):
+// those are kept whatever their age.
+//
+// Sweep works a page at a time: one listing page, then one registry query
+// for that page's keys (WHERE object_key IN (…)), then its deletions, so
+// memory depends on the page size and not on the bucket.
+//
+// One race remains that no sweeper can close alone: content-addressed
+// check-ins reuse an object already in the store without rewriting it, so
+// a new job can start referring to an old unreferenced object at any time.
+// If its transaction commits after the registry query of the page holding
+// that object and before the delete, the new job's payload is gone (it
+// dead-letters as payload-missing on its first attempt: found, not lost
+// silently). Sweep when producers are quiet, or keep the grace period long
+// enough that old orphans are rarely re-used.
+package sweep
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// Defaults.
+const (
+	// DefaultGrace is the age below which an unreferenced object is left
+	// alone: its producer's transaction may still be open.
+	DefaultGrace = 24 * time.Hour
+	// MinGrace is the shortest grace period Sweep accepts.
+	MinGrace = time.Hour
+	// DefaultPageSize is the number of objects listed, and keys looked up,
+	// at a time.
+	DefaultPageSize = 1000
+	// MaxPageSize bounds PageSize: one registry query carries one bind
+	// parameter per key (SQLite allows 32766, PostgreSQL 65535).
+	MaxPageSize = 10000
+)
+
+// Reason says why an object was removed or kept.
+type Reason string
+
+// Reasons. Removed: Orphan, Expired. Kept: the others.
+const (
+	Orphan      Reason = "orphan"       // no registry row, older than the grace period
+	Expired     Reason = "expired"      // older than its prefix's expiry, no pending or dead job
+	Referenced  Reason = "referenced"   // a registry row refers to it
+	TooYoung    Reason = "too-young"    // no registry row yet, but within the grace period
+	TempFile    Reason = "temp-file"    // an in-flight write's temporary file, or a store sidecar
+	OtherPrefix Reason = "other-prefix" // outside the swept prefixes: never listed
+)
+
+// Options configure Sweep.
+type Options struct {
+	// Store is the object store to sweep. Required.
+	Store *claimcheck.Store
+	// DB is the job database holding the claims registry (claimcheck_claim)
+	// and River's jobs (river_job): pipeline.Pipeline.DB(). Required.
+	DB *sql.DB
+	// Grace is how old an unreferenced object must be to be an orphan.
+	// Default DefaultGrace; at least MinGrace.
+	Grace time.Duration
+	// DryRun decides and reports everything, and deletes nothing.
+	DryRun bool
+	// Prefixes are the key prefixes swept, each ending in '/', none inside
+	// another. Default claimcheck.PrefixPayloads and PrefixResults.
+	Prefixes []string
+	// PageSize is the number of objects listed, and looked up in the
+	// registry, at a time. Default DefaultPageSize, at most MaxPageSize.
+	PageSize int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Expiry maps a prefix (one of Prefixes, or inside one) to the age
+	// beyond which its objects are deleted unless a pending or dead job
+	// refers to them; the longest matching prefix applies. For stores that
+	// enforce no lifecycle rules themselves (file://). Each expiry must be
+	// at least Grace.
+	Expiry map[string]time.Duration
+	// AllowEmptyRegistry lets Sweep delete orphans while the claims registry
+	// has no row at all. Without it Sweep refuses, since every object would
+	// then be an orphan: the usual cause is the wrong database.
+	AllowEmptyRegistry bool
+	// OnEntry, when set, receives each decision as it is made and the
+	// Report keeps no Entries, so memory stays bounded however many objects
+	// are listed. An error stops the sweep.
+	OnEntry func(Entry) error
+}
+
+// Entry is one object and what Sweep did with it.
+type Entry struct {
+	// Key is the full object key. Output meant for people or logs shows
+	// Object instead.
+	Key string `json:"key,omitempty"`
+	// Object is the key redacted (RedactKey): role, tenant and a digest
+	// prefix.
+	Object string `json:"object"`
+	// Removed is true for a deleted object (or one a dry run would delete).
+	Removed bool   `json:"removed"`
+	Reason  Reason `json:"reason"`
+	// Detail explains the reason in a sentence.
+	Detail  string        `json:"detail"`
+	Size    int64         `json:"size"`
+	ModTime time.Time     `json:"mod_time"`
+	Age     time.Duration `json:"age_ns"`
+	// Refs counts the registry rows referring to the object, by the state
+	// of their job; nil when none does.
+	Refs *Refs `json:"refs,omitempty"`
+}
+
+// Refs counts an object's registry rows by the state of their job.
+type Refs struct {
+	// Jobs is the number of registry rows (jobs) referring to the object.
+	Jobs int64 `json:"jobs"`
+	// Pending jobs are available, running, retryable, scheduled or pending.
+	Pending int64 `json:"pending"`
+	// Dead jobs are cancelled or discarded (dead letters).
+	Dead int64 `json:"dead"`
+	// Pruned jobs have a registry row but no River row any more.
+	Pruned int64 `json:"pruned"`
+	// Done jobs are completed.
+	Done int64 `json:"done"`
+	// Job is one referring job's id (the lowest).
+	Job int64 `json:"job"`
+}
+
+// Report is the outcome of a Sweep.
+type Report struct {
+	DryRun   bool                     `json:"dry_run"`
+	Grace    time.Duration            `json:"grace_ns"`
+	Prefixes []string                 `json:"prefixes"`
+	Expiry   map[string]time.Duration `json:"expiry_ns,omitempty"`
+	// Entries lists every decision, unless Options.OnEntry took them.
+	Entries []Entry `json:"entries,omitempty"`
+	// Listed counts the objects listed under Prefixes (temporary files
+	// included); Removed and Kept split every entry, other-prefix ones
+	// included in Kept.
+	Listed       int   `json:"listed"`
+	Removed      int   `json:"removed"`
+	RemovedBytes int64 `json:"removed_bytes"`
+	Kept         int   `json:"kept"`
+	// ByReason counts entries per reason.
+	ByReason map[Reason]int `json:"by_reason"`
+	// Pages is the number of listing pages read under Prefixes, and Queries
+	// the number of registry queries made for them (at most one a page).
+	Pages   int           `json:"pages"`
+	Queries int           `json:"queries"`
+	Started time.Time     `json:"started"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// ErrEmptyRegistry is returned when the claims registry has no rows but
+// the store holds orphan candidates (see Options.AllowEmptyRegistry).
+var ErrEmptyRegistry = errors.New("the claims registry is empty, so every object would be an orphan")
+
+// Sweep lists the store under each prefix, a page at a time, decides for
+// each object whether it is an orphan, expired, or kept, and deletes the
+// first two unless DryRun. It returns the report so far with any error.
+//
+// Errors: claimcheck.ErrConfig for bad Options; ErrEmptyRegistry; the
+// store's and the database's errors, wrapped; ctx's error.
+func Sweep(ctx context.Context, opts Options) (*Report, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &sweeper{o: o, bucket: o.Store.Bucket(), now: o.Now()}
+	s.rep = &Report{DryRun: o.DryRun, Grace: o.Grace, Prefixes: o.Prefixes, Expiry: o.Expiry, ByReason: map[Reason]int{}, Started: s.now}
+	start := time.Now()
+	defer func() { s.rep.Elapsed = time.Since(start) }()
+	if err := s.otherPrefixes(ctx); err != nil {
+		return s.rep, err
+	}
+	for _, prefix := range o.Prefixes {
+		if err := s.sweepPrefix(ctx, prefix); err != nil {
+			return s.rep, err
+		}
+	}
+	return s.rep, nil
+}
+
+func (o Options) withDefaults() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return o, fmt.Errorf("sweep: "+format+": %w", append(args, claimcheck.ErrConfig)...)
+	}
+	if o.Store == nil || o.DB == nil {
+		return bad("a store and the job database are required")
+	}
+	switch {
+	case o.Grace == 0:
+		o.Grace = DefaultGrace
+	case o.Grace < MinGrace:
+		return bad("grace period %s is below the minimum of %s: an upload whose transaction has not committed yet would be deleted", claimcheck.FormatDuration(o.Grace), claimcheck.FormatDuration(MinGrace))
+	}
+	if len(o.Prefixes) == 0 {
+		o.Prefixes = []string{claimcheck.PrefixPayloads, claimcheck.PrefixResults}
+	}
+	o.Prefixes = append([]string(nil), o.Prefixes...)
+	for i, p := range o.Prefixes {
+		if !strings.HasSuffix(p, "/") || p == "/" || strings.HasPrefix(p, "/") {
+			return bad("prefix %q must be a folder such as payloads/ (ending in '/', not the whole store)", p)
+		}
+		for _, q := range o.Prefixes[:i] {
+			if strings.HasPrefix(p, q) || strings.HasPrefix(q, p) {
+				return bad("prefixes %q and %q overlap", q, p)
+			}
+		}
+	}
+	switch {
+	case o.PageSize == 0:
+		o.PageSize = DefaultPageSize
+	case o.PageSize < 1 || o.PageSize > MaxPageSize:
+		return bad("page size %d: use 1 to %d", o.PageSize, MaxPageSize)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	exp := make(map[string]time.Duration, len(o.Expiry))
+	for p, d := range o.Expiry {
+		if d < o.Grace {
+			return bad("expiry of %s for %s is shorter than the grace period of %s", claimcheck.FormatDuration(d), p, claimcheck.FormatDuration(o.Grace))
+		}
+		if prefixOf(o.Prefixes, p) == "" {
+			return bad("expiry for %q, which is not under a swept prefix (%s)", p, strings.Join(o.Prefixes, ", "))
+		}
+		exp[p] = d
+	}
+	o.Expiry = exp
+	return o, nil
+}
+
+type sweeper struct {
+	o      Options
+	bucket *blob.Bucket
+	now    time.Time
+	rep    *Report
+	// registryEmpty: 0 unknown, 1 empty, 2 has rows.
+	registryEmpty int
+}
+
+func (s *sweeper) emit(e Entry) error {
+	if e.Removed {
+		s.rep.Removed++
+		s.rep.RemovedBytes += e.Size
+	} else {
+		s.rep.Kept++
+	}
+	s.rep.ByReason[e.Reason]++
+	if s.o.OnEntry != nil {
+		return s.o.OnEntry(e)
+	}
+	s.rep.Entries = append(s.rep.Entries, e)
+	return nil
+}
+
+// otherPrefixes reports the top-level folders and objects outside every
+// swept prefix, one entry each, from a listing with a delimiter (so a
+// foreign folder costs one entry, not one per object).
+func (s *sweeper) otherPrefixes(ctx context.Context) error {
+	token := blob.FirstPageToken
+	for {
+		objs, next, err := s.bucket.ListPage(ctx, token, s.o.PageSize, &blob.ListOptions{Delimiter: "/"})
+		if err != nil {
+			return fmt.Errorf("sweep: list the store's top level: %w", storeErr(err))
+		}
+		for _, obj := range objs {
+			if s.touchesSwept(obj.Key) {
+				continue
+			}
+			e := Entry{Key: obj.Key, Object: RedactKey(obj.Key), Reason: OtherPrefix, Size: obj.Size,
+				Detail: "outside the swept prefixes (" + strings.Join(s.o.Prefixes, ", ") + "): never listed, never deleted"}
+			if obj.IsDir {
+				e.Object = obj.Key + "…"
+			} else {
+				e.ModTime, e.Age = obj.ModTime, s.age(obj.ModTime)
+			}
+			if err := s.emit(e); err != nil {
+				return err
+			}
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		token = next
+	}
+}
+
+// touchesSwept reports whether key (a top-level object, or folder ending in
+// '/') is inside a swept prefix or an ancestor folder of one.
+func (s *sweeper) touchesSwept(key string) bool {
+	for _, p := range s.o.Prefixes {
+		if strings.HasPrefix(key, p) || strings.HasPrefix(p, key) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sweeper) sweepPrefix(ctx context.Context, prefix string) error {
+	token := blob.FirstPageToken
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		objs, next, err := s.bucket.ListPage(ctx, token, s.o.PageSize, &blob.ListOptions{Prefix: prefix})
+		if err != nil {
+			return fmt.Errorf("sweep: list %s: %w", prefix, storeErr(err))
+		}
+		s.rep.Pages++
+		if err := s.sweepPage(ctx, objs); err != nil {
+			return err
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		token = next
+	}
+}
+
+func (s *sweeper) sweepPage(ctx context.Context, objs []*blob.ListObject) error {
+	var keys []string
+	for _, obj := range objs {
+		if !obj.IsDir && !isStoreFile(obj.Key) {
+			keys = append(keys, obj.Key)
+		}
+	}
+	refs, err := s.lookup(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if obj.IsDir {
+			continue
+		}
+		s.rep.Listed++
+		e := s.decide(obj, refs)
+		if e.Removed {
+			if e.Reason == Orphan {
+				if err := s.checkRegistryNotEmpty(ctx); err != nil {
+					return err
+				}
+			}
+			if !s.o.DryRun {
+				if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+					return fmt.Errorf("sweep: delete %s: %w", e.Object, storeErr(err))
+				}
+			}
+		}
+		if err := s.emit(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decide is the whole policy for one listed object.
+func (s *sweeper) decide(obj *blob.ListObject, refs map[string]*Refs) Entry {
+	e := Entry{Key: obj.Key, Object: RedactKey(obj.Key), Size: obj.Size, ModTime: obj.ModTime, Age: s.age(obj.ModTime)}
+	if isStoreFile(obj.Key) {
+		e.Reason = TempFile
+		e.Detail = "a temporary file of an in-flight write, or the store's own sidecar: never deleted"
+		return e
+	}
+	r := refs[obj.Key]
+	e.Refs = r
+	if obj.ModTime.IsZero() || obj.ModTime.After(s.now) {
+		e.Reason = Referenced
+		if r == nil {
+			e.Reason = TooYoung
+		}
+		e.Detail = "the store reports no past modification time, so its age is unknown: kept"
+		return e
+	}
+	if r == nil {
+		if e.Age <= s.o.Grace {
+			e.Reason = TooYoung
+			e.Detail = fmt.Sprintf("no claims-registry row yet, but only %s old (grace period %s): its transaction may still commit",
+				claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+			return e
+		}
+		e.Removed, e.Reason = true, Orphan
+		e.Detail = fmt.Sprintf("no claims-registry row and %s old (grace period %s)",
+			claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+		return e
+	}
+	e.Reason = Referenced
+	exp, prefix := s.expiry(obj.Key)
+	if exp > 0 && e.Age > exp {
+		if r.Pending+r.Dead > 0 {
+			e.Detail = fmt.Sprintf("older than the %s expiry of %s, but %s: kept", claimcheck.FormatDuration(exp), prefix, describe(r))
+			return e
+		}
+		e.Removed, e.Reason = true, Expired
+		e.Detail = fmt.Sprintf("older than the %s expiry of %s (%s old); %s", claimcheck.FormatDuration(exp), prefix,
+			claimcheck.FormatDuration(e.Age.Truncate(time.Second)), describe(r))
+		return e
+	}
+	e.Detail = describe(r)
+	return e
+}
+
+// describe says which jobs refer to an object.
+func describe(r *Refs) string {
+	var parts []string
+	add := func(n int64, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(r.Pending, "pending")
+	add(r.Dead, "dead")
+	add(r.Done, "completed")
+	add(r.Pruned, "pruned by River (registry row kept)")
+	jobs := "job " + strconv.FormatInt(r.Job, 10)
+	if r.Jobs > 1 {
+		jobs = fmt.Sprintf("%d jobs (first %d)", r.Jobs, r.Job)
+	}
+	return "referenced by " + jobs + ": " + strings.Join(parts, ", ")
+}
+
+func (s *sweeper) age(t time.Time) time.Duration {
+	if t.IsZero() || t.After(s.now) {
+		return 0
+	}
+	return s.now.Sub(t)
+}
+
+// expiry is the expiry of the longest configured prefix of key, or 0.
+func (s *sweeper) expiry(key string) (time.Duration, string) {
+	best := ""
+	for p := range s.o.Expiry {
+		if strings.HasPrefix(key, p) && len(p) > len(best) {
+			best = p
+		}
+	}
+	if best == "" {
+		return 0, ""
+	}
+	return s.o.Expiry[best], best
+}
+
+// The states of a job that still has work ahead of it, and of a dead letter.
+var (
+	pendingStates = []string{"available", "running", "retryable", "scheduled", "pending"}
+	deadStates    = []string{"cancelled", "discarded"}
+)
+
+func sqlList(states []string) string {
+	return "'" + strings.Join(states, "','") + "'"
+}
+
+// lookupQuery counts, per key, the registry rows referring to it by the
+// state of their River job (NULL once River has pruned it). Portable SQL
+// with $N placeholders: SQLite and PostgreSQL (where state is an enum that
+// compares with these literals).
+var lookupQuery = `SELECT c.object_key, COUNT(*), MIN(c.job_id),
+	SUM(CASE WHEN j.state IN (` + sqlList(pendingStates) + `) THEN 1 ELSE 0 END),
+	SUM(CASE WHEN j.state IN (` + sqlList(deadStates) + `) THEN 1 ELSE 0 END),
+	SUM(CASE WHEN j.id IS NULL THEN 1 ELSE 0 END)
+FROM claimcheck_claim c LEFT JOIN river_job j ON j.id = c.job_id
+WHERE c.object_key IN (%s)
+GROUP BY c.object_key`
+
+// lookup runs one registry query for a page's keys.
+func (s *sweeper) lookup(ctx context.Context, keys []string) (map[string]*Refs, error) {
+	refs := map[string]*Refs{}
+	if len(keys) == 0 {
+		return refs, nil
+	}
+	marks := make([]string, len(keys))
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		marks[i] = "$" + strconv.Itoa(i+1)
+		args[i] = k
+	}
+	s.rep.Queries++
+	rows, err := s.o.DB.QueryContext(ctx, fmt.Sprintf(lookupQuery, strings.Join(marks, ",")), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: query the claims registry: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		r := &Refs{}
+		if err := rows.Scan(&key, &r.Jobs, &r.Job, &r.Pending, &r.Dead, &r.Pruned); err != nil {
+			return nil, fmt.Errorf("sweep: read the claims registry: %w", err)
+		}
+		r.Done = r.Jobs - r.Pending - r.Dead - r.Pruned // completed (the only other state)
+		refs[key] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sweep: read the claims registry: %w", err)
+	}
+	return refs, nil
+}
+
+func (s *sweeper) checkRegistryNotEmpty(ctx context.Context) error {
+	if s.registryEmpty == 0 {
+		var n int64
+		if err := s.o.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM claimcheck_claim LIMIT 1) AS t`).Scan(&n); err != nil {
+			return fmt.Errorf("sweep: query the claims registry: %w", err)
+		}
+		s.registryEmpty = 2
+		if n == 0 {
+			s.registryEmpty = 1
+		}
+	}
+	if s.registryEmpty == 1 && !s.o.AllowEmptyRegistry {
+		return fmt.Errorf("sweep: %w: check that the job database is this store's (or allow an empty registry if no job was ever enqueued)", ErrEmptyRegistry)
+	}
+	return nil
+}
+
+// isStoreFile reports a key that is the store's own file rather than an
+// object: an in-flight write's temporary file or a fileblob sidecar.
+func isStoreFile(key string) bool {
+	return claimcheck.IsTempKey(key) || strings.HasSuffix(key, ".attrs")
+}
+
+func prefixOf(prefixes []string, p string) string {
+	for _, q := range prefixes {
+		if strings.HasPrefix(p, q) {
+			return q
+		}
+	}
+	return ""
+}
+
+// storeErr keeps a store error's class (claimcheck.ErrAccessDenied or
+// ErrUnavailable, and the gcerrors code) but not its text, which may carry
+// a full key or path.
+func storeErr(err error) error {
+	code := gcerrors.Code(err)
+	msg := code.String()
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		msg += ": " + pe.Op + ": " + pe.Err.Error()
+	}
+	class := claimcheck.ErrUnavailable
+	if code == gcerrors.PermissionDenied {
+		class = claimcheck.ErrAccessDenied
+	}
+	return &storeError{msg: msg, class: class, err: err}
+}
+
+type storeError struct {
+	msg   string
+	class error
+	err   error
+}
+
+func (e *storeError) Error() string   { return e.msg + ": " + e.class.Error() }
+func (e *storeError) Unwrap() []error { return []error{e.class, e.err} }
+
+// RedactKey shows a key the way claimcheck's output shows keys: role and
+// tenant prefix, then, for a content-addressed key, the first 12 hex
+// characters of its digest ("payloads/acme/…3f2a9c1b7d4e"), or for any
+// other key (named, or not claimcheck's) the first 12 hex characters of the
+// key's own SHA-256 after '#' ("payloads/acme/…#5be0c1d2e3f4"), so names
+// are never shown yet entries stay tellable apart.
+func RedactKey(key string) string {
+	for _, role := range []string{claimcheck.PrefixPayloads, claimcheck.PrefixResults} {
+		rest, ok := strings.CutPrefix(key, role)
+		if !ok {
+			continue
+		}
+		tenant, tail, ok := strings.Cut(rest, "/")
+		if !ok || claimcheck.ValidateTenant(tenant) != nil {
+			return role + "…#" + keyHash(key)
+		}
+		last := tail[strings.LastIndexByte(tail, '/')+1:]
+		base, suffix, _ := strings.Cut(last, ".")
+		if isHex64(base) {
+			switch {
+			case strings.HasSuffix(last, ".tmp"):
+				return role + tenant + "/…" + base[:12] + ".tmp"
+			case suffix == "attrs":
+				return role + tenant + "/…" + base[:12] + ".attrs"
+			case suffix == "":
+				return role + tenant + "/…" + base[:12]
+			}
+		}
+		return role + tenant + "/…#" + keyHash(key)
+	}
+	if i := strings.IndexByte(key, '/'); i > 0 {
+		return key[:i+1] + "…#" + keyHash(key)
+	}
+	return "…#" + keyHash(key)
+}
+
+func keyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// SortedReasons lists the reasons of counts in a stable order: removed
+// reasons first.
+func SortedReasons(counts map[Reason]int) []Reason {
+	order := map[Reason]int{Orphan: 0, Expired: 1, Referenced: 2, TooYoung: 3, TempFile: 4, OtherPrefix: 5}
+	out := make([]Reason, 0, len(counts))
+	for r := range counts {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		oi, iok := order[out[i]]
+		oj, jok := order[out[j]]
+		if !iok {
+			oi = 99
+		}
+		if !jok {
+			oj = 99
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
