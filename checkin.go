@@ -170,6 +170,9 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		defer mu.Unlock()
 	}
 	if same, err := s.holds(ctx, t); err != nil || same {
+		if err == nil {
+			err = s.refresh(t)
+		}
 		return err
 	}
 	meta := map[string]string{
@@ -407,5 +410,25 @@ func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 		return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 	}
 	t.Inline, t.DEK = buf.Bytes(), dek
+	return nil
+}
+
+// refresh restarts the age of an object a new check-in reuses, so that
+// lifecycle expiry and the sweeper count from the newest job that needs it,
+// not from its first upload (a retention of 22 days must hold for a job
+// enqueued on day 21). On the file store it sets the modification time of
+// the object and its attribute file. Other stores keep their first write
+// time (an S3 copy-in-place would reset it; not done yet): their lifecycle
+// must then allow for reuse.
+func (s *Store) refresh(t *Ticket) error {
+	if s.fileRoot == "" {
+		return nil
+	}
+	now := time.Now()
+	path := filepath.Join(s.fileRoot, filepath.FromSlash(t.Key))
+	if err := os.Chtimes(path, now, now); err != nil {
+		return fmt.Errorf("claimcheck: check in %s: refresh the reused object's age: %v: %w", t, pathErrNoName(err), ErrUnavailable)
+	}
+	_ = os.Chtimes(path+".attrs", now, now) // fileblob's sidecar, if any
 	return nil
 }
