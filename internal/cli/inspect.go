@@ -58,16 +58,7 @@ store holds. Keys show only up to the tenant's prefix and digests only their
 first 12 hex characters, unless --reveal asks for the full key and digest.
 Payload bytes and wrapped data keys are never shown.`,
 		Args: exactArgs(1, "a job id"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := pipeline.ParseJobID(args[0])
-			if err != nil {
-				return usagef("%v", err)
-			}
-			e, err := g.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
 			j, err := e.pipe.Get(cmd.Context(), id)
 			if err != nil {
 				return err
@@ -87,7 +78,7 @@ Payload bytes and wrapped data keys are never shown.`,
 			printHalf(w, "payload", in.Payload, j.TicketBytes)
 			printHalf(w, "result", in.Result, 0)
 			return nil
-		},
+		}),
 	}
 	c.Flags().BoolVar(&reveal, "reveal", false, "show full object keys and digests (they can encode tenant and content identity)")
 	return c

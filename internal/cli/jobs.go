@@ -212,16 +212,7 @@ func newResult(g *globals) *cobra.Command {
 		Use:   "result JOB [-o FILE]",
 		Short: "Write a job's verified result to standard output or a file",
 		Args:  exactArgs(1, "a job id"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := pipeline.ParseJobID(args[0])
-			if err != nil {
-				return usagef("%v", err)
-			}
-			e, err := g.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
 			r, _, err := e.pipe.OpenResult(cmd.Context(), id)
 			if err != nil {
 				return err
@@ -232,7 +223,7 @@ func newResult(g *globals) *cobra.Command {
 				return err
 			}
 			return writeFileAtomic(out, r)
-		},
+		}),
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
 	return c
@@ -277,16 +268,7 @@ func newDead(g *globals) *cobra.Command {
 		Use:   "replay JOB",
 		Short: "Send a dead letter back to its queue",
 		Args:  exactArgs(1, "a job id"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := pipeline.ParseJobID(args[0])
-			if err != nil {
-				return usagef("%v", err)
-			}
-			e, err := g.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
 			j, err := e.pipe.Replay(cmd.Context(), id)
 			if err != nil {
 				return err
@@ -296,7 +278,7 @@ func newDead(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "job %d replayed: state=%s kind=%s\n", j.ID, j.State, j.Kind)
 			return nil
-		},
+		}),
 	})
 	return c
 }

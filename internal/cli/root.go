@@ -291,6 +291,23 @@ func (g *globals) openExisting(ctx context.Context) (*env, error) {
 	return g.open(ctx)
 }
 
+// withJob is the RunE of a command whose one argument is a job id: it parses
+// the id, opens the existing data and calls fn.
+func (g *globals) withJob(fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := pipeline.ParseJobID(args[0])
+		if err != nil {
+			return usagef("%v", err)
+		}
+		e, err := g.openExisting(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		return fn(cmd, e, id)
+	}
+}
+
 // ensureWritable creates dir if needed and proves a file can be written in
 // it, so a read-only data directory fails up front with a clear message
 // rather than half-way through a job.
