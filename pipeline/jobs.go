@@ -172,8 +172,17 @@ var ErrNotDead = errors.New("job is not dead")
 // ErrNoResult is returned by OpenResult for a job without a result.
 var ErrNoResult = errors.New("job has no result")
 
-// Replay sends a dead letter back to its queue to be worked again now.
-// Errors: ErrJobNotFound; ErrNotDead for a job in any other state.
+// ErrPayloadGone is returned by Replay for a dead letter whose payload
+// object no longer exists (expired by lifecycle, swept, or deleted), with
+// claimcheck.ErrPayloadMissing.
+var ErrPayloadGone = errors.New("payload expired or deleted: nothing to replay")
+
+// Replay sends a dead letter back to its queue to be worked again now,
+// after checking that its payload object still exists (an inline payload
+// always does).
+// Errors: ErrJobNotFound; ErrNotDead for a job in any other state;
+// ErrPayloadGone (with claimcheck.ErrPayloadMissing) when the payload
+// object is gone; the store's errors when it cannot tell.
 func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 	j, err := p.Get(ctx, id)
 	if err != nil {
@@ -181,6 +190,15 @@ func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 	}
 	if !j.Dead {
 		return nil, fmt.Errorf("pipeline: replay job %d in state %s: %w", id, j.State, ErrNotDead)
+	}
+	if t := j.ticket; t != nil && !t.IsInline() {
+		info, err := p.store.Stat(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: replay job %d: check its payload: %w", id, err)
+		}
+		if !info.Exists {
+			return nil, fmt.Errorf("pipeline: replay job %d (%s): %w: %w", id, t, ErrPayloadGone, claimcheck.ErrPayloadMissing)
+		}
 	}
 	row, err := p.client.JobRetry(ctx, id)
 	if err != nil {

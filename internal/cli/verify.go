@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/ops"
+	"github.com/claimcheck/claimcheck/sweep"
+)
+
+func newVerify(g *globals) *cobra.Command {
+	var grace string
+	var sizes []string
+	var sample int
+	c := &cobra.Command{
+		Use:   "verify [--grace 24h] [--size 70KiB --size 1MiB --size 16MiB] [--sample 100]",
+		Short: "Run the four live checks of the Claim-Check pattern against this deployment",
+		Long: `Run, against the deployment the global flags name, the four checks the seed
+article lists under Verification, and print a report; exit 1 if any fails:
+
+  uniform tickets                probes of 70 KiB, 1 MiB and 16 MiB (--size) are
+                                 enqueued: every ticket is at most 512 bytes and
+                                 their messages are within 256 bytes of each other;
+                                 up to --sample existing offloaded tickets are
+                                 checked against the 512-byte budget too
+  missing payload dead-letters   a probe whose object is deleted behind its job
+                                 is cancelled on attempt 1 as payload-missing
+                                 (worked here, by an internal handler)
+  oldest dead letter readable    the oldest dead letter's payload still exists
+                                 and can be read (none: a pass with a note)
+  orphan swept                   an object checked in without a job is deleted by
+                                 the sweeper (restricted to the probe tenant's
+                                 prefix, run as if --grace plus an hour later)
+
+Probes are checked in under tenant claimcheck-verify and enqueued as kind
+claimcheck-verify, a queue no worker serves; verify deletes its jobs (and
+their claims-registry rows) and objects when done, and says what it could
+not.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts := ops.VerifyOptions{Sample: sample}
+			var err error
+			if opts.SweepGrace, err = claimcheck.ParseDuration(grace); err != nil {
+				return usagef("--grace: %v", err)
+			}
+			if opts.SweepGrace < sweep.MinGrace {
+				return usagef("--grace %s is below the sweeper's minimum of %s", grace, claimcheck.FormatDuration(sweep.MinGrace))
+			}
+			for _, s := range sizes {
+				n, err := humanize.ParseBytes(s)
+				if err != nil || n == 0 || n > 1<<30 {
+					return usagef("--size %q: want a size between 1 B and 1 GiB such as 70KiB or 16MiB", s)
+				}
+				opts.ProbeSizes = append(opts.ProbeSizes, int64(n))
+			}
+			if sample <= 0 {
+				opts.Sample = -1 // none
+			}
+			e, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			opts.Pipeline = e.pipe
+			rep, err := ops.Verify(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return finishChecks(cmd.OutOrStdout(), g.json, "verify", rep)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&grace, "grace", claimcheck.FormatDuration(sweep.DefaultGrace), "the grace period the deployment's sweeper runs with")
+	f.StringArrayVar(&sizes, "size", nil, "probe payload size for the uniform-ticket check (repeatable; default 70KiB, 1MiB and 16MiB)")
+	f.IntVar(&sample, "sample", 100, "existing offloaded tickets also checked against the budget (0: none)")
+	return c
+}
