@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"gocloud.dev/gcerrors"
 
 	"github.com/claimcheck/claimcheck"
@@ -431,34 +427,9 @@ func (v *verifier) reportCleanup() {
 	v.rep.add(CheckCleanup, StatusPass, "removed %s (and their claims-registry rows) and %s", plural(v.deletedJobs, "probe job"), plural(v.deletedObjects, "probe object"))
 }
 
-// deleteJobs deletes v.jobs with River's JobDelete and their claims-registry
-// rows, in one transaction.
+// deleteJobs deletes v.jobs and their claims-registry rows.
 func (v *verifier) deleteJobs(ctx context.Context) error {
-	var client *river.Client[*sql.Tx]
-	var err error
-	switch v.p.Dialect() {
-	case "postgres":
-		client, err = river.NewClient(riverdatabasesql.New(v.p.DB()), &river.Config{})
-	default:
-		client, err = river.NewClient(riversqlite.New(v.p.DB()), &river.Config{})
-	}
-	if err != nil {
-		return fmt.Errorf("jobs left: %v", err)
-	}
-	tx, err := v.p.DB().BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("jobs left: %v", err)
-	}
-	defer tx.Rollback()
-	for _, id := range v.jobs {
-		if _, err := client.JobDeleteTx(ctx, tx, id); err != nil && !errors.Is(err, river.ErrNotFound) {
-			return fmt.Errorf("jobs left (%v): delete job %d: %v", v.jobs, id, err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1`, id); err != nil {
-			return fmt.Errorf("jobs left (%v): delete the registry rows of job %d: %v", v.jobs, id, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
+	if _, err := v.p.Delete(ctx, v.jobs...); err != nil {
 		return fmt.Errorf("jobs left (%v): %v", v.jobs, err)
 	}
 	return nil

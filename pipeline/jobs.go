@@ -36,7 +36,9 @@ type JobInfo struct {
 	Reason      string    `json:"reason"`
 	Error       string    `json:"error"`
 	CreatedAt   time.Time `json:"created_at"`
-	HasResult   bool      `json:"has_result"`
+	// FinalizedAt is when the job completed or died; nil while pending.
+	FinalizedAt *time.Time `json:"finalized_at,omitempty"`
+	HasResult   bool       `json:"has_result"`
 
 	ticket *claimcheck.Ticket
 	result *claimcheck.Ticket
@@ -58,7 +60,7 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State),
 		Dead:     row.State == rivertype.JobStateCancelled || row.State == rivertype.JobStateDiscarded,
 		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, TicketBytes: len(args.Ticket),
-		ArgsBytes: len(compactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt,
+		ArgsBytes: len(compactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt, FinalizedAt: row.FinalizedAt,
 	}
 	if t, err := claimcheck.ParseTicket(args.Ticket); err == nil {
 		j.ticket, j.Inline, j.Size, j.SHA256 = t, t.IsInline(), t.Size, t.DigestPrefix()
@@ -236,6 +238,36 @@ type readCloser struct {
 }
 
 func (r readCloser) Close() error { return r.p.Close() }
+
+// Delete removes jobs and their claims-registry rows in one transaction, so
+// an object only they referenced becomes an orphan that the sweeper collects
+// after its grace period. A running job is not deleted (River refuses it);
+// an id that does not exist is skipped. It returns how many jobs it deleted.
+func (p *Pipeline) Delete(ctx context.Context, ids ...int64) (int, error) {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("pipeline: delete jobs: %w", err)
+	}
+	defer tx.Rollback()
+	n := 0
+	for _, id := range ids {
+		_, err := p.client.JobDeleteTx(ctx, tx, id)
+		if errors.Is(err, river.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("pipeline: delete job %d: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1`, id); err != nil {
+			return 0, fmt.Errorf("pipeline: delete the registry rows of job %d: %w", id, err)
+		}
+		n++
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("pipeline: delete jobs: %w", err)
+	}
+	return n, nil
+}
 
 // ParseJobID parses a job id argument. Errors: ErrJobNotFound for anything
 // that is not a positive integer.

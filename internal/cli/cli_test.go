@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -555,5 +556,70 @@ func TestRedaction(t *testing.T) {
 	// With --reveal the operator asks for the key explicitly, and gets it.
 	if r := b.run("", "inspect", "--reveal", strconv.FormatInt(named, 10)); !strings.Contains(r.stdout, keyMarker) {
 		t.Errorf("inspect --reveal does not show the full key:\n%s", r.stdout)
+	}
+}
+
+// TestDeadLetterTools: dead lists age; replay --all requeues the dead
+// letters whose payloads are readable and refuses the one whose payload is
+// gone; purge deletes dead letters and their registry rows; inspect shows
+// the object's age and what decides its expiry.
+func TestDeadLetterTools(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gone := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	kept := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpus, "refcard-a4.pdf"))
+	inline := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	b.dead("work", "--kind", "reject", "--until-empty", "--exec", "--", "sh", "-c", "cat >/dev/null; exit 65")
+	var in inspection
+	if err := json.Unmarshal([]byte(b.ok("inspect", "--json", "--reveal", strconv.FormatInt(gone.ID, 10))), &in); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(b.data, "objects", filepath.FromSlash(in.Payload.Key))); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.ok("dead"); !strings.Contains(out, "AGE") || strings.Count(out, claimcheck.ReasonHandler) != 3 {
+		t.Errorf("dead:\n%s", out)
+	}
+	out := b.ok("inspect", strconv.FormatInt(kept.ID, 10))
+	if !strings.Contains(out, "age=") || !strings.Contains(out, "time-left-before-expiry=unknown (no lifecycle engine") {
+		t.Errorf("inspect does not show age and expiry:\n%s", out)
+	}
+
+	r := b.run("", "dead", "replay", "--all", "--kind", "reject")
+	if r.code != 1 || !strings.Contains(r.stderr, fmt.Sprintf("job %d refused: payload expired or deleted", gone.ID)) || !strings.Contains(r.stdout, "replayed 2 dead letters, refused 1") {
+		t.Fatalf("dead replay --all: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	b.ok("work", "--kind", "reject", "--until-empty", "--exec", "--", "cat")
+	states := map[int64]string{}
+	for _, j := range b.jobs() {
+		states[j.ID] = j.State
+	}
+	if states[gone.ID] != "cancelled" || states[kept.ID] != "completed" || states[inline.ID] != "completed" {
+		t.Fatalf("after replay --all: %v", states)
+	}
+	if r := b.run("", "dead", "replay", strconv.FormatInt(gone.ID, 10)); r.code != 1 || !strings.Contains(r.stderr, "nothing to replay") {
+		t.Errorf("replay of the expired dead letter: exit %d %s", r.code, r.stderr)
+	}
+
+	if out := b.ok("dead", "purge", "--dry-run"); !strings.Contains(out, fmt.Sprintf("would purge 1 dead letters [%d]", gone.ID)) {
+		t.Errorf("purge --dry-run: %s", out)
+	}
+	if out := b.ok("dead", "purge", "--older-than", "1d"); !strings.Contains(out, "purged 0") {
+		t.Errorf("purge of letters dead for over a day: %s", out)
+	}
+	if out := b.ok("dead", "purge"); !strings.Contains(out, "purged 1") {
+		t.Errorf("purge: %s", out)
+	}
+	if js := b.jobs(); len(js) != 2 {
+		t.Errorf("after purge %d jobs, want 2", len(js))
+	}
+	db, err := sql.Open("sqlite", filepath.Join(b.data, "claimcheck.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM claimcheck_claim WHERE job_id = $1`, gone.ID).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("registry rows of the purged job: %d (%v), want 0", rows, err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/ops"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
@@ -24,6 +26,12 @@ type half struct {
 	Inline      bool                   `json:"inline"`
 	Object      *claimcheck.ObjectInfo `json:"object,omitempty"`
 	ObjectError string                 `json:"object_error,omitempty"`
+	// AgeSeconds is the stored object's age; ExpiresInSeconds the time left
+	// before the bucket's lifecycle expires it (negative: past due), when
+	// the store's lifecycle can be read; Expiry says what decides it.
+	AgeSeconds       int64  `json:"age_seconds,omitempty"`
+	ExpiresInSeconds *int64 `json:"expires_in_seconds,omitempty"`
+	Expiry           string `json:"expiry,omitempty"`
 }
 
 type inspection struct {
@@ -32,7 +40,7 @@ type inspection struct {
 	Result  *half             `json:"result,omitempty"`
 }
 
-func inspectHalf(ctx context.Context, s *claimcheck.Store, t *claimcheck.Ticket, reveal bool) *half {
+func inspectHalf(ctx context.Context, s *claimcheck.Store, storeURL string, t *claimcheck.Ticket, reveal bool) *half {
 	if t == nil {
 		return nil
 	}
@@ -45,6 +53,28 @@ func inspectHalf(ctx context.Context, s *claimcheck.Store, t *claimcheck.Ticket,
 		h.ObjectError = claimcheck.Reason(err)
 	}
 	h.Object = info
+	if info == nil || !info.Exists {
+		return h
+	}
+	age := time.Since(info.ModTime)
+	h.AgeSeconds = int64(age.Seconds())
+	prefix := claimcheck.PrefixPayloads
+	if strings.HasPrefix(t.Key, claimcheck.PrefixResults) {
+		prefix = claimcheck.PrefixResults
+	}
+	days, rule, ok, err := ops.ExpiryDays(ctx, s, storeURL, prefix)
+	switch {
+	case err != nil:
+		h.Expiry = "unknown: cannot read the bucket's lifecycle (" + claimcheck.Reason(err) + ")"
+	case ok:
+		left := int64((time.Duration(days)*24*time.Hour - age).Seconds())
+		h.ExpiresInSeconds = &left
+		h.Expiry = fmt.Sprintf("bucket rule %s expires %s after %d days", rule, prefix, days)
+	case strings.HasPrefix(storeURL, "s3://"):
+		h.Expiry = "no lifecycle rule expires " + prefix + " in this bucket"
+	default:
+		h.Expiry = "no lifecycle engine: sweep --expire-payloads/--expire-results decides"
+	}
 	return h
 }
 
@@ -63,7 +93,7 @@ Payload bytes and wrapped data keys are never shown.`,
 			if err != nil {
 				return err
 			}
-			in := inspection{Job: j, Payload: inspectHalf(cmd.Context(), e.store, j.Ticket(), reveal), Result: inspectHalf(cmd.Context(), e.store, j.ResultTicket(), reveal)}
+			in := inspection{Job: j, Payload: inspectHalf(cmd.Context(), e.store, g.store, j.Ticket(), reveal), Result: inspectHalf(cmd.Context(), e.store, g.store, j.ResultTicket(), reveal)}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), in)
 			}
@@ -105,5 +135,13 @@ func printHalf(w io.Writer, name string, h *half, ticketBytes int) {
 		o := h.Object
 		fmt.Fprintf(w, "%s object: key=%s stored-size=%d encrypted=%t type=%s written=%s recorded-sha256=%s recorded-matches-ticket=%t\n",
 			name, h.Key, o.Size, o.Encrypted, o.ContentType, o.ModTime.Format(time.RFC3339), o.SHA256Prefix, o.MatchesTicket)
+		left := "unknown"
+		if h.ExpiresInSeconds != nil {
+			left = age(time.Duration(*h.ExpiresInSeconds) * time.Second)
+			if *h.ExpiresInSeconds < 0 {
+				left = "past due"
+			}
+		}
+		fmt.Fprintf(w, "%s object: age=%s time-left-before-expiry=%s (%s)\n", name, age(time.Duration(h.AgeSeconds)*time.Second), left, h.Expiry)
 	}
 }

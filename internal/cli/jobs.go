@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -195,9 +196,14 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tTENANT\tSTATE\tATTEMPTS\tSIZE\tPLACEMENT\tTICKET\tREASON")
+	fmt.Fprintln(tw, "ID\tKIND\tTENANT\tSTATE\tATTEMPTS\tAGE\tSIZE\tPLACEMENT\tTICKET\tREASON")
+	now := time.Now()
 	err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
-		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%d B\t%s\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts, j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
+		since := j.CreatedAt // age: since it finished or died, else since it was enqueued
+		if j.FinalizedAt != nil {
+			since = *j.FinalizedAt
+		}
+		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\t%d B\t%s\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts, age(now.Sub(since)), j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
 		return err
 	})
 	if err != nil {
@@ -250,39 +256,6 @@ func writeFileAtomic(path string, r io.Reader) error {
 	return os.Rename(f.Name(), path)
 }
 
-func newDead(g *globals) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "dead",
-		Short: "List dead letters with their reasons",
-		Args:  exactArgs(0, "no arguments (did you mean: dead replay JOB?)"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := g.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			return listJobs(cmd, g, e, pipeline.ListOptions{State: pipeline.StateDead})
-		},
-	}
-	c.AddCommand(&cobra.Command{
-		Use:   "replay JOB",
-		Short: "Send a dead letter back to its queue",
-		Args:  exactArgs(1, "a job id"),
-		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
-			j, err := e.pipe.Replay(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), j)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %d replayed: state=%s kind=%s\n", j.ID, j.State, j.Kind)
-			return nil
-		}),
-	})
-	return c
-}
-
 func printJSONCompact(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -290,4 +263,18 @@ func printJSONCompact(w io.Writer, v any) error {
 	}
 	_, err = w.Write(b)
 	return err
+}
+
+// age prints a duration the way an operator reads ages: 45s, 12m, 5h, 3d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
 }
