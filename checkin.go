@@ -280,6 +280,9 @@ func (s *Store) holds(ctx context.Context, t *Ticket) (bool, error) {
 		return false, fmt.Errorf("claimcheck: check in %s: an unencrypted object holds the key and this store encrypts: %w", t, ErrKeyConflict)
 	}
 	if attrs.Metadata[metaSHA256] == t.SHA256 && attrs.Metadata[metaSize] == strconv.FormatInt(t.Size, 10) {
+		if err := s.checkSSE(attrs); err != nil { // store_s3.go
+			return false, storeError("claimcheck: check in "+t.String(), err, false)
+		}
 		return true, nil
 	}
 	return false, fmt.Errorf("claimcheck: check in %s: %w (add a version to the name)", t, ErrKeyConflict)

@@ -141,6 +141,12 @@ func storeError(what string, err error, notFoundMissing bool) error {
 	if err == nil {
 		return nil
 	}
+	var sse *sseError
+	if errors.As(err, &sse) {
+		// Server-side encryption requested and not applied (store_s3.go):
+		// the store's configuration is at fault, not the payload.
+		return &classError{class: ErrConfig, msg: what + ": " + sse.Error(), cause: err}
+	}
 	class := ErrUnavailable
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:

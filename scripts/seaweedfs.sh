@@ -111,7 +111,9 @@ cmd_start() {
 	cat >"$RUN_DIR/s3.json" <<-EOF
 		{"identities": [{"name": "claimcheck-test",
 		  "credentials": [{"accessKey": "$ACCESS_KEY", "secretKey": "$SECRET_KEY"}],
-		  "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+		  "actions": ["Admin", "Read", "Write", "List", "Tagging"]}],
+		 "kms": {"default_provider": "local",
+		  "providers": {"local": {"type": "local", "enableOnDemandCreate": true}}}}
 	EOF
 	chmod 600 "$RUN_DIR/s3.json"
 	# setsid: its own process group, so a CI job's signals do not reach it
@@ -174,6 +176,7 @@ cmd_env() {
 		export AWS_SECRET_ACCESS_KEY='$SECRET_KEY'
 		export AWS_REGION='$REGION'
 		export AWS_EC2_METADATA_DISABLED=true
+		export CLAIMCHECK_TEST_S3_SSE_KMS_KEY='claimcheck-test-key'
 	EOF
 }
 

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// TestRunS3 runs the bench on a real S3 server (SeaweedFS) at small sizes:
+// the claimcheck phases of both variants, the SDK's upload and download of
+// the same bytes, ratios per phase, the memory limit with the part buffers,
+// and nothing left behind.
+func TestRunS3(t *testing.T) {
+	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
+	if raw == "" {
+		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
+	}
+	var log bytes.Buffer
+	sizes := []int64{MiB, 12 * MiB} // 12 MiB: three parts
+	rep, err := Run(context.Background(), Config{StoreURL: raw, Dir: t.TempDir(), Sizes: sizes, Seed: 7, NoBaseline: true, Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	part := claimcheck.S3PartSize(12 * MiB)
+	if rep.S3PartBytes != part || rep.S3Concurrency != claimcheck.S3UploadConcurrency || part != 5*MiB {
+		t.Fatalf("S3PartBytes %d, S3Concurrency %d; want %d and %d", rep.S3PartBytes, rep.S3Concurrency, part, claimcheck.S3UploadConcurrency)
+	}
+	type key struct {
+		size           int64
+		variant, phase string
+	}
+	var got []key
+	for _, r := range rep.Results {
+		got = append(got, key{r.Size, r.Variant, r.Phase})
+		if !r.Verified || r.MiBPerSec <= 0 || r.PeakHeap == 0 {
+			t.Errorf("%+v", r)
+		}
+		if (r.Variant == VariantSDK) != (r.SHA256 == "") {
+			t.Errorf("%s %s: sha256 %q", r.Variant, r.Phase, r.SHA256)
+		}
+	}
+	var want []key
+	for _, n := range sizes {
+		for _, v := range []string{VariantPlain, VariantEncrypted} {
+			for _, p := range []string{PhaseCheckIn, PhaseOpen, PhaseStream} {
+				want = append(want, key{n, v, p})
+			}
+		}
+		want = append(want, key{n, VariantSDK, PhaseUpload}, key{n, VariantSDK, PhaseDownload})
+	}
+	if len(got) != len(want) {
+		t.Fatalf("results %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("result %d is %v, want %v", i, got[i], want[i])
+		}
+	}
+	// One ratio per size, claimcheck variant and phase.
+	if len(rep.SDKRatios) != len(sizes)*2*3 {
+		t.Fatalf("%d SDK ratios: %+v", len(rep.SDKRatios), rep.SDKRatios)
+	}
+	for _, c := range rep.SDKRatios {
+		r, _ := rep.Result(c.Size, c.Variant, c.Phase)
+		s, _ := rep.Result(c.Size, VariantSDK, c.SDKPhase)
+		if c.SDKPhase != sdkPhase[c.Phase] || c.Ratio != r.MiBPerSec/s.MiBPerSec {
+			t.Errorf("ratio %+v: want %s against %s, %v", c, c.Phase, sdkPhase[c.Phase], r.MiBPerSec/s.MiBPerSec)
+		}
+	}
+	wantLimit := "plain: peak RSS for 12 MiB under 69 MiB (64 MiB + 5 MiB part × 1)"
+	if rep.Checks[0].Name != wantLimit || rep.Checks[0].LimitMiB != 69 {
+		t.Errorf("first check %q (limit %v MiB), want %q", rep.Checks[0].Name, rep.Checks[0].LimitMiB, wantLimit)
+	}
+	var out bytes.Buffer
+	if err := rep.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%s", out.String())
+	for _, s := range []string{"claimcheck/sdk", "sdk phase", "upload", "download", "peak RSS 12 MiB sdk (upload, download)", "s3: parts of 5 MiB, 1 in flight"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+
+	// Nothing left: neither claimcheck's objects nor the SDK's.
+	store, err := claimcheck.OpenStore(context.Background(), raw, &claimcheck.Options{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var client *s3.Client
+	store.Bucket().As(&client)
+	for _, prefix := range []string{"payloads/bench/", "payloads/bench-enc/", "payloads/bench-sdk/"} {
+		u, _ := urlHost(raw)
+		out, err := client.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(u), Prefix: aws.String(prefix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Contents) != 0 {
+			t.Errorf("%d objects left under %s", len(out.Contents), prefix)
+		}
+	}
+}
+
+func urlHost(raw string) (string, error) {
+	i := strings.Index(raw, "://")
+	rest := raw[i+3:]
+	if j := strings.IndexAny(rest, "/?"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest, nil
+}
+
+// TestSDKRatiosAndLimit: ratios pair each claimcheck phase with the SDK
+// phase of its direction; the S3 limit adds the part buffers.
+func TestSDKRatiosAndLimit(t *testing.T) {
+	r := &Report{Results: []Result{
+		{Size: MiB, Variant: VariantPlain, Phase: PhaseCheckIn, MiBPerSec: 50},
+		{Size: MiB, Variant: VariantPlain, Phase: PhaseOpen, MiBPerSec: 30},
+		{Size: MiB, Variant: VariantEncrypted, Phase: PhaseStream, MiBPerSec: 45},
+		{Size: MiB, Variant: VariantSDK, Phase: PhaseUpload, MiBPerSec: 100},
+		{Size: MiB, Variant: VariantSDK, Phase: PhaseDownload, MiBPerSec: 60},
+	}}
+	got := r.sdkRatios()
+	want := []SDKRatio{
+		{Size: MiB, Variant: VariantPlain, Phase: PhaseCheckIn, SDKPhase: PhaseUpload, MiBPerSec: 50, SDKMiBPS: 100, Ratio: 0.5},
+		{Size: MiB, Variant: VariantPlain, Phase: PhaseOpen, SDKPhase: PhaseDownload, MiBPerSec: 30, SDKMiBPS: 60, Ratio: 0.5},
+		{Size: MiB, Variant: VariantEncrypted, Phase: PhaseStream, SDKPhase: PhaseDownload, MiBPerSec: 45, SDKMiBPS: 60, Ratio: 0.75},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("ratio %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if r.LimitPeakRSSFor() != LimitPeakRSS {
+		t.Errorf("file store limit %d", r.LimitPeakRSSFor())
+	}
+	r.S3PartBytes, r.S3Concurrency = 5*MiB, 2
+	if r.LimitPeakRSSFor() != LimitPeakRSS+10*MiB {
+		t.Errorf("s3 limit %d", r.LimitPeakRSSFor())
+	}
+	// The SDK's peaks are not claimcheck's.
+	r.Results = append(r.Results, Result{Size: MiB, Variant: VariantSDK, Phase: PhaseUpload, PeakRSS: 500 * MiB})
+	if p, _ := r.PeakRSS(MiB); p != 0 {
+		t.Errorf("PeakRSS counts the SDK's phases: %d", p)
+	}
+	if p, _ := r.PeakRSSOf(MiB, VariantSDK); p != 500*MiB {
+		t.Errorf("PeakRSSOf(sdk) = %d", p)
+	}
+}
