@@ -86,6 +86,7 @@ type Store struct {
 	signKey   []byte  // nil: tickets are not signed
 	seal      *sealer // nil: payloads are stored as they are
 	tenants   []string
+	s3up      s3Upload // S3 part size and concurrency (store_s3.go)
 }
 
 // OpenStore opens the bucket at a gocloud.dev/blob URL (file://, mem://, and
@@ -123,6 +124,10 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		}
 		u.RawQuery = q.Encode()
 	}
+	up, err := s3UploadFromURL(u) // part_size, upload_concurrency (store_s3.go)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
+	}
 	b, err := openBucket(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
@@ -132,6 +137,7 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		_ = b.Close()
 		return nil, err
 	}
+	s.s3up = up
 	s.fileRoot = fileRoot
 	s.owned = true
 	return s, nil

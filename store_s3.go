@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/dustin/go-humanize"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/s3blob" // s3:// URLs
 	"gocloud.dev/gcerrors"
@@ -91,17 +93,62 @@ const (
 	s3AbortTimeout      = 30 * time.Second
 )
 
-// S3UploadConcurrency is how many parts of one check-in to an s3:// store
-// are uploaded at once. With S3PartSize, it bounds a check-in's part
-// buffers: about S3PartSize × S3UploadConcurrency bytes in flight, whatever
-// the payload's size.
-const S3UploadConcurrency = s3UploadConcurrency
+// s3Upload is the multipart configuration of an s3:// store, from its URL's
+// part_size and upload_concurrency parameters.
+type s3Upload struct {
+	partSize    int64 // bytes; 0: s3MinPartSize
+	concurrency int   // 0: s3UploadConcurrency
+}
+
+// s3UploadFromURL takes claimcheck's own parameters out of an s3:// URL
+// (s3blob refuses parameters it does not know): part_size, in bytes (5 MiB,
+// S3's minimum, to 5 GiB; suffixes KiB, MiB, GiB), and upload_concurrency,
+// the parts in flight (1 to 16).
+func s3UploadFromURL(u *url.URL) (s3Upload, error) {
+	var up s3Upload
+	if u.Scheme != s3blob.Scheme {
+		return up, nil
+	}
+	q := u.Query()
+	if v := q.Get("part_size"); v != "" {
+		n, err := humanize.ParseBytes(v)
+		if err != nil || n < s3MinPartSize || n > 5<<30 {
+			return up, fmt.Errorf("part_size=%q: use 5MiB to 5GiB (S3's limits)", v)
+		}
+		up.partSize = int64(n)
+	}
+	if v := q.Get("upload_concurrency"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 16 {
+			return up, fmt.Errorf("upload_concurrency=%q: use 1 to 16", v)
+		}
+		up.concurrency = n
+	}
+	q.Del("part_size")
+	q.Del("upload_concurrency")
+	u.RawQuery = q.Encode()
+	return up, nil
+}
+
+// S3UploadConcurrency is how many parts of one check-in to this s3:// store
+// are uploaded at once (the URL's upload_concurrency; default 1). With
+// S3PartSize, it bounds a check-in's part buffers: about S3PartSize ×
+// S3UploadConcurrency bytes in flight, whatever the payload's size.
+func (s *Store) S3UploadConcurrency() int {
+	if s.s3up.concurrency > 0 {
+		return s.s3up.concurrency
+	}
+	return s3UploadConcurrency
+}
 
 // S3PartSize is the part size, in bytes, of the multipart upload of a
-// payload of payloadSize bytes to an s3:// store: 5 MiB (S3's minimum) up to
-// about 48 GiB, then whole MiB large enough to stay within S3's 10,000
-// parts. A payload smaller than one part goes up in a single PutObject.
-func S3PartSize(payloadSize int64) int64 { return s3PartSize(payloadSize) }
+// payload of payloadSize bytes to this s3:// store: the URL's part_size
+// (default 5 MiB, S3's minimum), raised in whole MiB where S3's 10,000-part
+// limit needs more. A payload smaller than one part goes up in a single
+// PutObject.
+func (s *Store) S3PartSize(payloadSize int64) int64 {
+	return max(s3PartSize(payloadSize), s.s3up.partSize)
+}
 
 // openBucket opens the bucket at u, a URL OpenStore has checked. It is
 // blob.OpenBucket but for s3:// URLs, which openS3Bucket opens.
@@ -246,13 +293,13 @@ func (s *Store) s3BeforeWrite(as func(any) bool, t *Ticket, sealed bool) error {
 	if !s.bucket.As(&client) {
 		return errors.New("s3blob bucket exposes no *s3.Client")
 	}
-	part := s3PartSize(t.Size)
+	part := s.S3PartSize(t.Size)
 	*tm = *transfermanager.New(client, func(o *transfermanager.Options) {
 		o.PartSizeBytes = part
 		// Also the most buffered before the first request: the default
 		// (16 MiB) would hold more than a part in memory.
 		o.MultipartUploadThreshold = part
-		o.Concurrency = s3UploadConcurrency
+		o.Concurrency = s.S3UploadConcurrency()
 		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
 		// AbortMultipartUpload gets a fresh context: with the default (0) it

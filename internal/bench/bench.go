@@ -343,7 +343,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		sizers = append(sizers, runners[len(runners)-1])
 	}
 	if isS3(storeURL) {
-		rep.S3Concurrency = claimcheck.S3UploadConcurrency
+		rep.S3Concurrency = runners[0].store.S3UploadConcurrency()
 		if !cfg.NoSDKBaseline {
 			sdk, err := newSDKRunner(ctx, runners[0].store, storeURL, tenant, cfg.Seed, m, cfg.Log)
 			if err != nil {
@@ -366,7 +366,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		smallest, largest = min(smallest, n), max(largest, n)
 	}
 	if rep.S3Concurrency > 0 {
-		rep.S3PartBytes = claimcheck.S3PartSize(largest)
+		rep.S3PartBytes = runners[0].store.S3PartSize(largest)
 	}
 	// Variants alternate within each size (and their order from round to
 	// round), so that both see the same machine state (page cache, disk,

@@ -28,9 +28,8 @@ func TestRunS3(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	part := claimcheck.S3PartSize(12 * MiB)
-	if rep.S3PartBytes != part || rep.S3Concurrency != claimcheck.S3UploadConcurrency || part != 5*MiB {
-		t.Fatalf("S3PartBytes %d, S3Concurrency %d; want %d and %d", rep.S3PartBytes, rep.S3Concurrency, part, claimcheck.S3UploadConcurrency)
+	if rep.S3PartBytes != 5*MiB || rep.S3Concurrency != 1 {
+		t.Fatalf("S3PartBytes %d, S3Concurrency %d; want 5 MiB and 1 (the defaults)", rep.S3PartBytes, rep.S3Concurrency)
 	}
 	type key struct {
 		size           int64

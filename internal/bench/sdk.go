@@ -30,6 +30,7 @@ import (
 type sdkRunner struct {
 	ctx    context.Context
 	client *s3.Client
+	store  *claimcheck.Store // its part size and concurrency are the baseline's
 	bucket string
 	prefix string
 	seed   uint64
@@ -50,7 +51,7 @@ func newSDKRunner(ctx context.Context, store *claimcheck.Store, storeURL, tenant
 	if _, err := rand.Read(run[:]); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	return &sdkRunner{
+	return &sdkRunner{store: store,
 		ctx: ctx, client: client, bucket: u.Host,
 		prefix: claimcheck.PrefixPayloads + tenant + "-sdk/" + hex.EncodeToString(run[:]) + "/",
 		seed:   seed, meter: m, log: log,
@@ -73,11 +74,11 @@ func (b *sdkRunner) warmUp() error {
 
 // upload puts r (n bytes) at key as claimcheck's check-in would send it.
 func (b *sdkRunner) upload(key string, r io.Reader, n int64) error {
-	part := claimcheck.S3PartSize(n)
+	part := b.store.S3PartSize(n)
 	tm := transfermanager.New(b.client, func(o *transfermanager.Options) {
 		o.PartSizeBytes = part
 		o.MultipartUploadThreshold = part
-		o.Concurrency = claimcheck.S3UploadConcurrency
+		o.Concurrency = b.store.S3UploadConcurrency()
 		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
 		o.FailTimeout = 30 * time.Second
