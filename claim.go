@@ -1,6 +1,7 @@
 package claimcheck
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -74,7 +75,9 @@ func (p *Payload) Verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(spool, contextReader{ctx, r}); err != nil {
+	// 1 MiB reads (one ciphertext segment), and no File.ReadFrom with its
+	// 32 KiB reads: fewer hand-offs from the decrypting goroutine.
+	if _, err := io.CopyBuffer(struct{ io.Writer }{spool}, contextReader{ctx, r}, make([]byte, 1<<20)); err != nil {
 		spool.Close()
 		if !errors.Is(err, ErrPayloadCorrupt) && ctx.Err() != nil {
 			return fmt.Errorf("claimcheck: claim %s: %w: %w", p.ticket, ErrUnavailable, ctx.Err())
@@ -161,7 +164,9 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt)
 		}
 		ahead := decryptAhead(dr)
-		v.src, v.tracked, v.ahead = ahead, tr, ahead
+		// Callers read in small pieces (io.Copy: 32 KiB); a 1 MiB buffer
+		// turns those into one hand-off per segment from the goroutine.
+		v.src, v.tracked, v.ahead = bufio.NewReaderSize(ahead, 1<<20), tr, ahead
 	}
 	return v, nil
 }
@@ -285,7 +290,7 @@ var errClaimClosed = errors.New("claimcheck: claim closed")
 func decryptAhead(dr io.Reader) *io.PipeReader {
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := io.CopyBuffer(pw, dr, make([]byte, 256<<10))
+		_, err := io.CopyBuffer(pw, dr, make([]byte, 1<<20))
 		pw.CloseWithError(err) // nil: the reader sees io.EOF
 	}()
 	return pr
