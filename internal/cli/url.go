@@ -60,19 +60,13 @@ streams the result verified against its ticket and decrypted. The same holds
 for file:// stores, for a result small enough to travel inline in its ticket
 (there is no object), and with --served.`,
 		Args: exactArgs(1, "a job id"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := pipeline.ParseJobID(args[0])
-			if err != nil {
-				return usagef("%v", err)
-			}
+		PreRunE: func(*cobra.Command, []string) error {
 			if ttl < time.Second || ttl > resulturl.MaxTTL {
 				return usagef("--ttl %s: use 1s to %s", ttl, resulturl.MaxTTL)
 			}
-			e, err := g.openExisting(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			return nil
+		},
+		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
 			j, err := e.pipe.Get(cmd.Context(), id)
 			if err != nil {
 				return err
@@ -106,7 +100,7 @@ for file:// stores, for a result small enough to travel inline in its ticket
 				return usagef("%v", err)
 			}
 			return printURL(cmd, g.json, u, ttl, servedByClaimcheck, rt)
-		},
+		}),
 	}
 	c.Flags().DurationVar(&ttl, "ttl", 15*time.Minute, "how long the URL works (1s to 7 days)")
 	c.Flags().StringVar(&base, "base-url", "http://"+defaultServeAddr, "where claimcheck serve is reachable (for a URL claimcheck serves)")
