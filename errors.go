@@ -32,6 +32,9 @@ import (
 //     error that an operator can fix while the job waits).
 //   - ErrUnavailable: timeouts, throttling, network failures, cancelled
 //     contexts and anything else the store reports.
+//   - ErrKeeper: the keeper cannot wrap or unwrap a data key: the wrong
+//     key-encryption key (a different --keeper than the one that encrypted
+//     the payload), a disabled key, or a keeper that cannot be reached.
 //
 // ErrConfig is returned at start-up for an invalid configuration; it is
 // never returned while a job is worked.
@@ -44,6 +47,7 @@ var (
 	ErrTicketForbidden = errors.New("ticket forbidden")
 	ErrAccessDenied    = errors.New("access denied")
 	ErrUnavailable     = errors.New("store unavailable")
+	ErrKeeper          = errors.New("keeper failed")
 	ErrConfig          = errors.New("invalid configuration")
 )
 
@@ -58,6 +62,7 @@ const (
 	ReasonHandler         = "handler-permanent"
 	ReasonAccessDenied    = "access-denied"
 	ReasonUnavailable     = "store-unavailable"
+	ReasonKeeper          = "keeper-failed"
 	ReasonConfig          = "config"
 	ReasonTransient       = "transient"
 )
@@ -75,6 +80,7 @@ var reasons = []struct {
 	{ErrTicketForbidden, ReasonTicketForbidden, true},
 	{ErrAccessDenied, ReasonAccessDenied, false},
 	{ErrUnavailable, ReasonUnavailable, false},
+	{ErrKeeper, ReasonKeeper, false},
 	{ErrConfig, ReasonConfig, false},
 }
 
@@ -173,7 +179,7 @@ type classError struct {
 
 func (e *classError) Error() string {
 	code := gcerrors.Code(e.cause)
-	return fmt.Sprintf("%s: %v (store code %v)", e.msg, e.class, code)
+	return fmt.Sprintf("%s: %v (code %v)", e.msg, e.class, code)
 }
 
 func (e *classError) Is(target error) bool { return target == e.class }

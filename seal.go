@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tink-crypto/tink-go/v2/keyset"
 	"github.com/tink-crypto/tink-go/v2/streamingaead"
@@ -88,11 +89,15 @@ func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tin
 // other is ErrUnavailable. Both are transient configuration errors, never
 // "missing", and check-in never falls back to plaintext.
 func keeperError(what string, err error) error {
-	class := ErrUnavailable
+	class := ErrKeeper
 	if gcerrors.Code(err) == gcerrors.PermissionDenied {
 		class = ErrAccessDenied
 	}
-	return &classError{class: class, msg: "claimcheck: keeper: " + what, cause: err}
+	hint := " (can the keeper be reached, and is its key enabled?)"
+	if strings.HasPrefix(what, "unwrap") {
+		hint = " (is --keeper the keeper, and key, that encrypted this payload? can it be reached?)"
+	}
+	return &classError{class: class, msg: "claimcheck: keeper cannot " + what + hint, cause: err}
 }
 
 // keeperAEAD adapts a secrets.Keeper, which has no associated data, to

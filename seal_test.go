@@ -610,8 +610,8 @@ func TestSealWrongKeeper(t *testing.T) {
 				t.Fatalf("%s %s succeeded with the wrong key", c.name, what)
 			}
 			reason := claimcheck.Reason(err)
-			if claimcheck.IsPermanent(err) || (reason != claimcheck.ReasonAccessDenied && reason != claimcheck.ReasonUnavailable) {
-				t.Errorf("%s %s: IsPermanent=%v Reason=%q (%v); want transient access-denied or store-unavailable",
+			if claimcheck.IsPermanent(err) || (reason != claimcheck.ReasonAccessDenied && reason != claimcheck.ReasonKeeper) {
+				t.Errorf("%s %s: IsPermanent=%v Reason=%q (%v); want transient access-denied or keeper-failed",
 					c.name, what, claimcheck.IsPermanent(err), reason, err)
 			}
 			if errors.Is(err, claimcheck.ErrPayloadMissing) || errors.Is(err, claimcheck.ErrPayloadCorrupt) {
@@ -705,8 +705,8 @@ func assertFailedClosed(t *testing.T, b *testBundle, what string, tk *claimcheck
 	if tk != nil {
 		t.Fatalf("%s: a ticket came back with the error", what)
 	}
-	if claimcheck.IsPermanent(err) || (!errors.Is(err, claimcheck.ErrUnavailable) && !errors.Is(err, claimcheck.ErrAccessDenied)) {
-		t.Fatalf("%s: error = %v (IsPermanent=%v Reason=%q); want transient unavailable or denied", what, err, claimcheck.IsPermanent(err), claimcheck.Reason(err))
+	if claimcheck.IsPermanent(err) || (!errors.Is(err, claimcheck.ErrKeeper) && !errors.Is(err, claimcheck.ErrAccessDenied)) {
+		t.Fatalf("%s: error = %v (IsPermanent=%v Reason=%q); want transient keeper-failed or denied", what, err, claimcheck.IsPermanent(err), claimcheck.Reason(err))
 	}
 	assertNoMarker(t, what+" error", err.Error())
 	if files := b.files(t); len(files) != 0 {

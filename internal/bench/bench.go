@@ -700,6 +700,10 @@ func (r *Report) Passed() bool {
 	return true
 }
 
+// MinRatioSize is the smallest largest-size for which the bench checks the
+// encrypted/plain throughput ratio (64 MiB).
+const MinRatioSize = 64 * MiB
+
 func (r *Report) check(sizes []int64, variants []string) []Check {
 	lo, hi := sizes[0], sizes[0]
 	for _, n := range sizes {
@@ -709,7 +713,10 @@ func (r *Report) check(sizes []int64, variants []string) []Check {
 	for _, v := range variants {
 		checks = append(checks, r.memoryChecks(lo, hi, v)...)
 	}
-	if slices.Contains(variants, VariantPlain) && slices.Contains(variants, VariantEncrypted) {
+	// Throughput ratios of phases lasting a few milliseconds are noise on a
+	// shared machine: they are checked only from MinRatioSize up (the
+	// issue's figure is for 1 GiB) and printed as figures below it.
+	if hi >= MinRatioSize && slices.Contains(variants, VariantPlain) && slices.Contains(variants, VariantEncrypted) {
 		for _, phase := range []string{PhaseCheckIn, PhaseOpen, PhaseStream} {
 			ratio, _ := r.Ratio(hi, phase)
 			p, _ := r.Result(hi, VariantPlain, phase)
