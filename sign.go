@@ -56,7 +56,7 @@ func (s *Store) authorize(t *Ticket) error {
 		return nil
 	}
 	if t.Sig == "" {
-		return fmt.Errorf("claimcheck: claim %s: unsigned ticket, and signing is required: %w", t, ErrTicketForbidden)
+		return fmt.Errorf("claimcheck: claim %s: unsigned ticket, and signing is required (a ticket enqueued before the deployment secret was set: replay it from a worker without --secret, or submit it again): %w", t, ErrTicketForbidden)
 	}
 	want, err := t.signature(s.signKey)
 	if err != nil {

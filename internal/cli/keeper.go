@@ -29,7 +29,7 @@ func openKeeper(ctx context.Context, url, data string) (*secrets.Keeper, error) 
 		k, err := secrets.OpenKeeper(ctx, url)
 		if err != nil {
 			scheme, _, _ := strings.Cut(url, "://")
-			return nil, fmt.Errorf("--keeper %s://…: %v", scheme, err)
+			return nil, usagef("--keeper %s://…: %v (compiled in: base64key://, awskms://)", scheme, err)
 		}
 		return k, nil
 	}

@@ -123,7 +123,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		var ue usageError
 		// Bad input refused before anything ran is a usage error: a flag, or
 		// an invalid tenant, name or configuration.
-		if errors.As(err, &ue) || errors.Is(err, claimcheck.ErrConfig) || errors.Is(err, claimcheck.ErrTicketInvalid) {
+		if errors.As(err, &ue) || errors.Is(err, claimcheck.ErrConfig) || errors.Is(err, claimcheck.ErrTicketInvalid) ||
+			strings.HasPrefix(err.Error(), "unknown command") {
 			return 2
 		}
 		return 1
@@ -172,7 +173,7 @@ in the data directory.`,
 	f.StringVar(&g.store, "store", envOr("CLAIMCHECK_STORE", ""), "object store URL, e.g. file:///abs/dir or mem:// (env CLAIMCHECK_STORE; default file store in the data directory)")
 	f.StringVar(&g.database, "database", envOr("CLAIMCHECK_DATABASE", ""), "job database URL: sqlite:///abs/file.db or postgres://user@host:5432/db (env CLAIMCHECK_DATABASE; default SQLite in the data directory)")
 	f.StringVar(&g.secretHex, "secret", envOr("CLAIMCHECK_SECRET", ""), "deployment secret, hex, at least 16 bytes: salts content-addressed keys per tenant and signs tickets; unsigned or altered tickets are then refused (env CLAIMCHECK_SECRET)")
-	f.StringVar(&g.keeper, "keeper", envOr("CLAIMCHECK_KEEPER", ""), "key-encryption keeper URL for payload encryption (gocloud.dev/secrets: base64key://, awskms://, gcpkms://, azurekeyvault://), or \"none\"; default: a local key file created in <data>/keys (env CLAIMCHECK_KEEPER)")
+	f.StringVar(&g.keeper, "keeper", envOr("CLAIMCHECK_KEEPER", ""), "key-encryption keeper URL for payload encryption (gocloud.dev/secrets: base64key://, awskms://), or \"none\"; default: a local key file created in <data>/keys (env CLAIMCHECK_KEEPER)")
 	f.Int64Var(&g.inlineThreshold, "inline-threshold", envInt("CLAIMCHECK_INLINE_THRESHOLD", claimcheck.DefaultInlineThreshold, &g.envErrs), "largest payload carried inline in its ticket, in bytes (env CLAIMCHECK_INLINE_THRESHOLD)")
 	f.BoolVar(&g.alwaysOffload, "always-offload", envBool("CLAIMCHECK_ALWAYS_OFFLOAD", &g.envErrs), "store every payload as an object, however small (env CLAIMCHECK_ALWAYS_OFFLOAD=1)")
 	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0, &g.envErrs), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")

@@ -37,6 +37,7 @@ const (
 
 func newURL(g *globals) *cobra.Command {
 	var ttl time.Duration
+	var ttlText string
 	var base string
 	var served bool
 	c := &cobra.Command{
@@ -61,6 +62,10 @@ for file:// stores, for a result small enough to travel inline in its ticket
 (there is no object), and with --served.`,
 		Args: exactArgs(1, "a job id"),
 		PreRunE: func(*cobra.Command, []string) error {
+			var err error
+			if ttl, err = claimcheck.ParseDuration(ttlText); err != nil {
+				return usagef("--ttl %q: %v", ttlText, err)
+			}
 			if ttl < time.Second || ttl > resulturl.MaxTTL {
 				return usagef("--ttl %s: use 1s to %s", ttl, resulturl.MaxTTL)
 			}
@@ -102,7 +107,7 @@ for file:// stores, for a result small enough to travel inline in its ticket
 			return printURL(cmd, g.json, u, ttl, servedByClaimcheck, rt)
 		}),
 	}
-	c.Flags().DurationVar(&ttl, "ttl", 15*time.Minute, "how long the URL works (1s to 7 days)")
+	c.Flags().StringVar(&ttlText, "ttl", "15m", "how long the URL works (1s to 7d; Go units plus d and w)")
 	c.Flags().StringVar(&base, "base-url", "http://"+defaultServeAddr, "where claimcheck serve is reachable (for a URL claimcheck serves)")
 	c.Flags().BoolVar(&served, "served", false, "give a URL answered by claimcheck serve (verified, decrypted) even where the store could presign one")
 	return c
@@ -129,7 +134,13 @@ func isS3Store(store string) bool { return strings.HasPrefix(strings.ToLower(sto
 func newServe(g *globals) *cobra.Command {
 	var addr string
 	c := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:8080]",
+		Use: "serve [--addr 127.0.0.1:8080]",
+		PreRunE: func(*cobra.Command, []string) error {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return usagef("--addr %q: give host:port, e.g. 127.0.0.1:8080", addr)
+			}
+			return nil
+		},
 		Short: "Serve signed result URLs (see claimcheck url)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -82,6 +83,10 @@ failure (dead letter), and any other failure is retried with backoff.`,
 			var done, failed atomic.Int64
 			var mu sync.Mutex
 			failedIDs := map[int64]bool{} // bounded by the failures of this run
+			if untilEmpty {
+				stop := reportRunning(cmd, e, kind)
+				defer stop()
+			}
 			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
 				Handlers:    map[string]claimcheck.Handler{kind: h},
 				Concurrency: concurrency,
@@ -146,6 +151,7 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		}
 		os.Remove(out.Name()) // unlinked: nothing is left behind
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		dieWithParent(cmd) // a killed worker does not leave its handler running
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, stderr
 		cmd.Env = append(handlerEnv(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
 			"CLAIMCHECK_TENANT="+job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt))
@@ -163,6 +169,37 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		}
 		return &claimcheck.Result{Body: closingReader{out}, ContentType: "application/octet-stream"}, nil
 	})
+}
+
+// waitNotice is how long work --until-empty waits before saying what it is
+// waiting for.
+const waitNotice = 30 * time.Second
+
+// reportRunning prints, every waitNotice while work --until-empty waits,
+// how many jobs of kind are running: a job whose worker died stays running
+// until River rescues it (job timeout plus a minute). It returns a stop
+// function.
+func reportRunning(cmd *cobra.Command, e *env, kind string) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(waitNotice)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-cmd.Context().Done():
+				return
+			case <-t.C:
+			}
+			n := 0
+			_ = e.pipe.List(cmd.Context(), pipeline.ListOptions{State: "running", Kind: kind}, func(*pipeline.JobInfo) error { n++; return nil })
+			if n > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "still waiting for %d running jobs of kind %s; a job whose worker was killed stays running until River rescues it (job timeout %s plus a minute)\n", n, kind, pipeline.DefaultJobTimeout)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // handlerEnv is this process's environment without the secrets that stay
