@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -465,36 +463,9 @@ func TestSweepCommandUsageErrors(t *testing.T) {
 // Skipped when CLAIMCHECK_TEST_S3_URL is unset; works in a bucket of its
 // own so its rules never touch the shared test bucket.
 func TestLifecycleApplyCommandS3(t *testing.T) {
-	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if raw == "" {
-		t.Skip("CLAIMCHECK_TEST_S3_URL is not set, so there is no S3 server to apply lifecycle rules to: " +
-			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-	}
+	store, client := s3TestBucket(t, "lifecycle") // doctor_test.go
 	ctx := context.Background()
-	shared, err := claimcheck.OpenStore(ctx, raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shared.Close()
-	var client *s3.Client
-	if !shared.Bucket().As(&client) {
-		t.Fatal("no S3 client behind the s3:// store")
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	bucket := "claimcheck-cli-lifecycle-" + hex.EncodeToString(rnd[:])
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = client.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String(bucket)})
-		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
-			t.Errorf("delete bucket %s: %v", bucket, err)
-		}
-	})
-	u, _ := url.Parse(raw)
-	u.Host = bucket
-	store := u.String()
+	bucket := mustBucketName(t, store)
 	put := func(rules ...types.LifecycleRule) {
 		t.Helper()
 		if _, err := client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String(bucket),
@@ -550,4 +521,14 @@ func TestLifecycleApplyCommandS3(t *testing.T) {
 	if r := opsRun(t, data, "lifecycle", "apply"); r.code != 2 || !strings.Contains(r.stderr, "needs an S3 store") {
 		t.Errorf("apply without an s3 store: exit %d %s", r.code, r.stderr)
 	}
+}
+
+// mustBucketName is the bucket of an s3:// store URL.
+func mustBucketName(t *testing.T, store string) string {
+	t.Helper()
+	u, err := url.Parse(store)
+	if err != nil || u.Host == "" {
+		t.Fatalf("store URL %q has no bucket", store)
+	}
+	return u.Host
 }
