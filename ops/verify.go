@@ -239,7 +239,7 @@ func (v *verifier) uniform(ctx context.Context) {
 		v.rep.add(CheckUniform, StatusFail, "%s (%s)", strings.Join(problems, "; "), detail)
 		return
 	}
-	v.rep.add(CheckUniform, StatusPass, "%s: all ≤ %d bytes and within %d bytes of each other", detail, claimcheck.MaxTicketBytes, maxArgs-minArgs)
+	v.rep.add(CheckUniform, StatusPass, "%s: all ≤ %d bytes; the probes' job arguments within %d bytes of each other", detail, claimcheck.MaxTicketBytes, maxArgs-minArgs)
 }
 
 // missing is check (b).

@@ -203,8 +203,16 @@ func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
 			removed = append(removed, fmt.Sprintf("%s %d", r, n))
 		}
 	}
-	fmt.Fprintf(p.w, "\n%s %s (%s; %s), %s %s (%s); listed %d under %s in %d pages\n",
-		verb, objects(rep.Removed), strings.Join(removed, ", "), byteSize(rep.RemovedBytes), keep, objects(rep.Kept), strings.Join(kept, ", "),
+	removedText := byteSize(rep.RemovedBytes)
+	if len(removed) > 0 {
+		removedText = strings.Join(removed, ", ") + "; " + removedText
+	}
+	keptText := ""
+	if len(kept) > 0 {
+		keptText = " (" + strings.Join(kept, ", ") + ")"
+	}
+	fmt.Fprintf(p.w, "\n%s %s (%s), %s %s%s; listed %d under %s in %d pages\n",
+		verb, objects(rep.Removed), removedText, keep, objects(rep.Kept), keptText,
 		rep.Listed, strings.Join(rep.Prefixes, " and "), rep.Pages)
 	if err != nil {
 		fmt.Fprintf(p.w, "stopped early: %v\n", err)
