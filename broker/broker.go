@@ -1,0 +1,197 @@
+// Package broker is the transport seam between claimcheck and a message
+// broker: a Transport publishes, receives, acknowledges, retries and
+// dead-letters small messages (claim-check tickets), and Consume runs the
+// consumer half of the claim check over any Transport with the same failure
+// semantics as the job pipeline (see pipeline.Work and claimcheck.Store.Work).
+//
+// Transports live in subpackages (broker/rabbitmq); broker/brokertest holds
+// the conformance suite every transport must pass.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// Attribute names written by NewMessage and by transports.
+const (
+	// AttrKind names the work to do, and so the handler.
+	AttrKind = "claimcheck-kind"
+	// AttrTenant is the ticket's tenant, for routing without parsing.
+	AttrTenant = "claimcheck-tenant"
+	// AttrReason is set on a dead letter: the machine-readable reason
+	// (claimcheck.Reason) it was dead-lettered for.
+	AttrReason = "claimcheck-reason"
+)
+
+// Message is what a transport carries: a body and string attributes (SQS
+// message attributes, AMQP headers, NATS headers).
+type Message struct {
+	Body       []byte
+	Attributes map[string]string
+}
+
+// Delivery is a received message.
+type Delivery struct {
+	Message
+	// ID is the transport's identifier for the message, stable across
+	// retries where the transport allows it.
+	ID string
+	// Attempt counts deliveries of this message from 1, retries included.
+	Attempt int
+	// Handle is the transport's own handle (an AMQP delivery, an SQS
+	// receipt handle). Only the transport that returned the Delivery reads
+	// it; callers must leave it alone.
+	Handle any
+}
+
+// Transport is one queue of one broker. Every method is safe for
+// concurrent use unless the transport documents otherwise.
+type Transport interface {
+	// MaxMessageSize is the largest message, as counted by Size, that
+	// Publish accepts.
+	MaxMessageSize() int64
+	// Publish sends msgs and returns only once the broker has confirmed
+	// every one of them. A message larger than MaxMessageSize fails the
+	// whole call with ErrMessageTooLarge before anything is sent. If some
+	// messages are not confirmed the error is a *PublishError naming them;
+	// those messages may or may not have been delivered and are safe to
+	// publish again only where consumers are idempotent (claim checks are).
+	Publish(ctx context.Context, msgs []Message) error
+	// Receive blocks until at least one message is available or ctx is
+	// done, then returns up to max messages. On ctx done it returns
+	// ctx.Err() and no messages.
+	Receive(ctx context.Context, max int) ([]*Delivery, error)
+	// Ack settles d as done: it is never delivered again.
+	Ack(ctx context.Context, d *Delivery) error
+	// Retry settles d and has it delivered again, with Attempt incremented,
+	// no sooner than delay from now.
+	Retry(ctx context.Context, d *Delivery, delay time.Duration) error
+	// DeadLetter settles d by moving it to the transport's dead-letter
+	// destination, with reason recorded as its AttrReason attribute.
+	DeadLetter(ctx context.Context, d *Delivery, reason string) error
+	// Extend asks the broker not to redeliver d for at least another by
+	// (a lease, SQS's visibility timeout). A no-op where the broker has no
+	// lease.
+	Extend(ctx context.Context, d *Delivery, by time.Duration) error
+	// Close releases the transport's connections. Unsettled deliveries are
+	// redelivered later by the broker.
+	Close() error
+}
+
+// DeadLetterReader is implemented by transports that can read their own
+// dead-letter destination (for operators and the conformance suite).
+// Deliveries it returns are settled with Ack on the same transport.
+type DeadLetterReader interface {
+	ReceiveDead(ctx context.Context, max int) ([]*Delivery, error)
+}
+
+// ErrMessageTooLarge is returned by Publish for a message whose Size
+// exceeds the transport's MaxMessageSize.
+var ErrMessageTooLarge = errors.New("message too large for the transport")
+
+// PublishError reports which messages of a Publish call were not confirmed.
+type PublishError struct {
+	// Failed maps the index in the msgs slice to why it failed.
+	Failed map[int]error
+	// Total is the number of messages in the call.
+	Total int
+}
+
+func (e *PublishError) Error() string {
+	idx := make([]int, 0, len(e.Failed))
+	for i := range e.Failed {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	parts := make([]string, 0, len(idx))
+	for _, i := range idx {
+		parts = append(parts, fmt.Sprintf("#%d: %v", i, e.Failed[i]))
+	}
+	return fmt.Sprintf("broker: %d of %d messages not confirmed: %s", len(idx), e.Total, strings.Join(parts, "; "))
+}
+
+// Unwrap returns the failures, so errors.Is sees through to their causes.
+func (e *PublishError) Unwrap() []error {
+	errs := make([]error, 0, len(e.Failed))
+	for _, err := range e.Failed {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// attributeType is the data type label counted for every attribute. All
+// claimcheck attributes are strings.
+const attributeType = "String"
+
+// Size is m's size as brokers count it: the body plus, for every attribute,
+// its name, its data type label ("String") and its value, all in UTF-8
+// bytes. This is the rule Amazon SQS applies ("The message size includes
+// the message body and all message attribute components: name, type and
+// value", Amazon SQS Developer Guide, "Amazon SQS message attributes" and
+// "Amazon SQS message quotas"); claimcheck applies it to every transport so
+// a message that fits one fits all. Invalid UTF-8 is counted byte for byte.
+func Size(m Message) int64 {
+	n := int64(len(m.Body))
+	for k, v := range m.Attributes {
+		n += int64(len(k)) + int64(len(attributeType)) + int64(len(v))
+	}
+	return n
+}
+
+// CheckSize returns ErrMessageTooLarge, wrapped with the sizes, if any of
+// msgs is larger than max; nothing if max <= 0.
+func CheckSize(msgs []Message, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	for i, m := range msgs {
+		if s := Size(m); s > max {
+			return fmt.Errorf("broker: message #%d is %d bytes, more than %d: %w", i, s, max, ErrMessageTooLarge)
+		}
+	}
+	return nil
+}
+
+// NewMessage encodes a ticket as a message: the ticket's JSON as the body,
+// kind and tenant as the AttrKind and AttrTenant attributes.
+func NewMessage(kind string, t *claimcheck.Ticket) (Message, error) {
+	if kind == "" || !utf8.ValidString(kind) {
+		return Message{}, fmt.Errorf("broker: invalid kind %q: %w", kind, claimcheck.ErrConfig)
+	}
+	b, err := t.Marshal()
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{Body: b, Attributes: map[string]string{AttrKind: kind, AttrTenant: t.Tenant}}, nil
+}
+
+// MaxMessageOverhead is the most bytes, as Size counts them, that
+// NewMessage adds to a ticket for kind: the AttrKind and AttrTenant
+// attributes, with a tenant of the longest length claimcheck allows.
+func MaxMessageOverhead(kind string) int64 {
+	return int64(len(AttrKind)+len(attributeType)+len(kind)) +
+		int64(len(AttrTenant)+len(attributeType)+claimcheck.MaxTenantLen)
+}
+
+// CheckConfig returns ErrConfig if a ticket from store for one of kinds
+// could exceed tr's MaxMessageSize: the store's inline threshold is too
+// high for the transport (claimcheck.InlineTicketSize). Producers call it at
+// start-up, so that no ticket is ever refused by the broker for its size.
+func CheckConfig(store *claimcheck.Store, tr Transport, kinds ...string) error {
+	worst := claimcheck.InlineTicketSize(store.InlineThreshold())
+	for _, kind := range kinds {
+		if n := worst + MaxMessageOverhead(kind); n > tr.MaxMessageSize() {
+			return fmt.Errorf("broker: a ticket message for kind %q can reach %d bytes (inline threshold %d), more than the transport's maximum %d: lower the threshold or raise the maximum: %w",
+				kind, n, store.InlineThreshold(), tr.MaxMessageSize(), claimcheck.ErrConfig)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package broker
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+func TestSize(t *testing.T) {
+	m := Message{Body: []byte("héllo"), Attributes: map[string]string{"k": "vé", AttrKind: "pdf"}}
+	want := int64(len("héllo")) + int64(1+6+len("vé")) + int64(len(AttrKind)+6+3)
+	if got := Size(m); got != want {
+		t.Fatalf("Size = %d, want %d", got, want)
+	}
+	if Size(Message{}) != 0 {
+		t.Fatal("empty message has a size")
+	}
+	if err := CheckSize([]Message{m}, want); err != nil {
+		t.Fatalf("exact fit: %v", err)
+	}
+	if err := CheckSize([]Message{{}, m}, want-1); !errors.Is(err, ErrMessageTooLarge) || !strings.Contains(err.Error(), "#1") {
+		t.Fatalf("one byte over: %v", err)
+	}
+}
+
+func TestNewMessage(t *testing.T) {
+	tk := &claimcheck.Ticket{Version: 1, Tenant: "acme", SHA256: strings.Repeat("0", 64), Size: 0, Created: time.Now().UTC()}
+	m, err := NewMessage("pdf", tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Attributes[AttrKind] != "pdf" || m.Attributes[AttrTenant] != "acme" {
+		t.Fatalf("attributes %v", m.Attributes)
+	}
+	back, err := claimcheck.ParseTicket(m.Body)
+	if err != nil || back.Tenant != "acme" {
+		t.Fatalf("body does not parse back: %v", err)
+	}
+	if _, err := NewMessage("", tk); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Fatalf("empty kind: %v", err)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for _, c := range []struct {
+		attempt int
+		want    time.Duration
+	}{{1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {10, time.Minute}, {200, time.Minute}} {
+		if got := backoff(time.Second, time.Minute, c.attempt); got != c.want {
+			t.Errorf("backoff(attempt %d) = %v, want %v", c.attempt, got, c.want)
+		}
+	}
+}
+
+func TestPublishError(t *testing.T) {
+	cause := errors.New("nacked")
+	e := &PublishError{Failed: map[int]error{3: cause, 1: cause}, Total: 5}
+	if !strings.Contains(e.Error(), "2 of 5") || !strings.Contains(e.Error(), "#1") || !strings.Contains(e.Error(), "#3") {
+		t.Fatalf("message %q", e.Error())
+	}
+	if !errors.Is(e, cause) {
+		t.Fatal("errors.Is does not see the cause")
+	}
+}
+
+type sizeOnly struct {
+	Transport
+	max int64
+}
+
+func (s sizeOnly) MaxMessageSize() int64 { return s.max }
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(t.Context(), "file://"+dir+"/o", &claimcheck.Options{SpoolDir: dir + "/s", InlineThreshold: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	worst := claimcheck.InlineTicketSize(64<<10) + MaxMessageOverhead("pdf")
+	if err := CheckConfig(store, sizeOnly{max: worst}, "pdf"); err != nil {
+		t.Fatalf("exact fit: %v", err)
+	}
+	if err := CheckConfig(store, sizeOnly{max: worst - 1}, "pdf"); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Fatalf("one byte short: %v", err)
+	}
+}

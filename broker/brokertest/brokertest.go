@@ -1,0 +1,381 @@
+// Package brokertest is the conformance suite every broker.Transport must
+// pass. Transport tests call RunConformance with a constructor that gives
+// each subtest its own, freshly created queue (and removes it at cleanup).
+package brokertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
+)
+
+// RetryDelay is the delay the suite asks Retry for.
+const RetryDelay = 1 * time.Second
+
+// RunConformance runs the suite. newTransport must return a transport on a
+// queue of its own, empty, and register its own cleanup with t.Cleanup.
+// Dead-letter checks need the transport to implement
+// broker.DeadLetterReader; without it they are skipped.
+func RunConformance(t *testing.T, newTransport func(t *testing.T) broker.Transport) {
+	t.Run("RoundTrip", func(t *testing.T) { testRoundTrip(t, newTransport(t)) })
+	t.Run("SizeAccounting", func(t *testing.T) { testSize(t, newTransport(t)) })
+	t.Run("RetryRedeliversAfterDelay", func(t *testing.T) { testRetry(t, newTransport(t)) })
+	t.Run("DeadLetterWithReason", func(t *testing.T) { testDeadLetter(t, newTransport(t)) })
+	t.Run("ConsumeEndToEnd", func(t *testing.T) { testConsume(t, newTransport(t)) })
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// receiveN receives until n deliveries arrived or within is over.
+func receiveN(t *testing.T, recv func(context.Context, int) ([]*broker.Delivery, error), n int, within time.Duration) []*broker.Delivery {
+	t.Helper()
+	ctx := ctxFor(t, within)
+	var out []*broker.Delivery
+	for len(out) < n {
+		ds, err := recv(ctx, n-len(out))
+		if err != nil {
+			t.Fatalf("received %d of %d deliveries: %v", len(out), n, err)
+		}
+		out = append(out, ds...)
+	}
+	return out
+}
+
+// expectNone asserts nothing is received within d.
+func expectNone(t *testing.T, recv func(context.Context, int) ([]*broker.Delivery, error), d time.Duration) {
+	t.Helper()
+	ds, err := recv(ctxFor(t, d), 10)
+	if err == nil {
+		t.Fatalf("expected no delivery, got %d (first %q)", len(ds), ds[0].Body)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Receive on an empty queue: %v, want the context's deadline", err)
+	}
+}
+
+func testRoundTrip(t *testing.T, tr broker.Transport) {
+	ctx := ctxFor(t, 30*time.Second)
+	msgs := make([]broker.Message, 3)
+	for i := range msgs {
+		msgs[i] = broker.Message{Body: fmt.Appendf(nil, "body-%d", i), Attributes: map[string]string{"claimcheck-kind": "roundtrip", "n": fmt.Sprint(i), "utf8": "é€"}}
+	}
+	// Publish returns after confirmation: every message is then receivable.
+	if err := tr.Publish(ctx, msgs); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	ds := receiveN(t, tr.Receive, 3, 10*time.Second)
+	seen := map[string]bool{}
+	for _, d := range ds {
+		n := d.Attributes["n"]
+		if want := "body-" + n; string(d.Body) != want {
+			t.Errorf("delivery n=%s: body %q, want %q", n, d.Body, want)
+		}
+		if d.Attributes["claimcheck-kind"] != "roundtrip" || d.Attributes["utf8"] != "é€" {
+			t.Errorf("delivery n=%s: attributes %v", n, d.Attributes)
+		}
+		if d.Attempt != 1 {
+			t.Errorf("delivery n=%s: attempt %d, want 1", n, d.Attempt)
+		}
+		if d.ID == "" {
+			t.Errorf("delivery n=%s: empty ID", n)
+		}
+		seen[n] = true
+		if err := tr.Ack(ctx, d); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("received %v, want n=0,1,2 once each", seen)
+	}
+	expectNone(t, tr.Receive, 500*time.Millisecond)
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := tr.Publish(cctx, msgs[:1]); err == nil {
+		t.Errorf("Publish with a cancelled context succeeded")
+	}
+}
+
+func testSize(t *testing.T, tr broker.Transport) {
+	ctx := ctxFor(t, 30*time.Second)
+	max := tr.MaxMessageSize()
+	if max <= 0 {
+		t.Fatalf("MaxMessageSize %d, want > 0", max)
+	}
+	attrs := map[string]string{"claimcheck-kind": "size"}
+	overhead := broker.Size(broker.Message{Attributes: attrs})
+	if want := int64(len("claimcheck-kind") + len("String") + len("size")); overhead != want {
+		t.Fatalf("Size of the attributes = %d, want %d", overhead, want)
+	}
+	exact := broker.Message{Body: bytes.Repeat([]byte("a"), int(max-overhead)), Attributes: attrs}
+	over := broker.Message{Body: bytes.Repeat([]byte("a"), int(max-overhead+1)), Attributes: attrs}
+	small := broker.Message{Body: []byte("small"), Attributes: attrs}
+	// An oversized message anywhere in a batch fails it before anything is
+	// sent: the small one must not arrive.
+	err := tr.Publish(ctx, []broker.Message{small, over})
+	if !errors.Is(err, broker.ErrMessageTooLarge) {
+		t.Fatalf("Publish of %d bytes (max %d): %v, want ErrMessageTooLarge", broker.Size(over), max, err)
+	}
+	expectNone(t, tr.Receive, 500*time.Millisecond)
+	if err := tr.Publish(ctx, []broker.Message{exact}); err != nil {
+		t.Fatalf("Publish of exactly %d bytes: %v", max, err)
+	}
+	ds := receiveN(t, tr.Receive, 1, 10*time.Second)
+	if int64(len(ds[0].Body)) != max-overhead {
+		t.Errorf("received body of %d bytes, want %d", len(ds[0].Body), max-overhead)
+	}
+	if err := tr.Ack(ctx, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testRetry(t *testing.T, tr broker.Transport) {
+	ctx := ctxFor(t, 30*time.Second)
+	if err := tr.Publish(ctx, []broker.Message{{Body: []byte("again"), Attributes: map[string]string{"claimcheck-kind": "retry"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveN(t, tr.Receive, 1, 10*time.Second)[0]
+	start := time.Now()
+	if err := tr.Retry(ctx, d, RetryDelay); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+	expectNone(t, tr.Receive, RetryDelay/2)
+	d2 := receiveN(t, tr.Receive, 1, 10*RetryDelay)[0]
+	if el := time.Since(start); el < RetryDelay {
+		t.Errorf("redelivered after %v, before the delay %v", el, RetryDelay)
+	}
+	if d2.Attempt != d.Attempt+1 || string(d2.Body) != "again" || d2.Attributes["claimcheck-kind"] != "retry" {
+		t.Errorf("redelivery: attempt %d body %q attrs %v; want attempt %d, same body and attributes", d2.Attempt, d2.Body, d2.Attributes, d.Attempt+1)
+	}
+	if d2.ID != d.ID {
+		t.Logf("note: ID changed across retry (%s → %s)", d.ID, d2.ID)
+	}
+	if err := tr.Ack(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	expectNone(t, tr.Receive, 500*time.Millisecond)
+}
+
+func deadReader(t *testing.T, tr broker.Transport) broker.DeadLetterReader {
+	dr, ok := tr.(broker.DeadLetterReader)
+	if !ok {
+		t.Skip("transport does not implement broker.DeadLetterReader")
+	}
+	return dr
+}
+
+func testDeadLetter(t *testing.T, tr broker.Transport) {
+	dr := deadReader(t, tr)
+	ctx := ctxFor(t, 30*time.Second)
+	if err := tr.Publish(ctx, []broker.Message{{Body: []byte("doomed"), Attributes: map[string]string{"claimcheck-kind": "dead", "keep": "me"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveN(t, tr.Receive, 1, 10*time.Second)[0]
+	if err := tr.DeadLetter(ctx, d, "test-reason"); err != nil {
+		t.Fatalf("DeadLetter: %v", err)
+	}
+	dd := receiveN(t, dr.ReceiveDead, 1, 10*time.Second)[0]
+	if string(dd.Body) != "doomed" || dd.Attributes[broker.AttrReason] != "test-reason" || dd.Attributes["keep"] != "me" {
+		t.Errorf("dead letter: body %q attributes %v; want body doomed, reason test-reason, keep=me", dd.Body, dd.Attributes)
+	}
+	if err := tr.Ack(ctx, dd); err != nil {
+		t.Fatal(err)
+	}
+	expectNone(t, tr.Receive, 500*time.Millisecond)
+}
+
+type outcome struct {
+	d *broker.Delivery
+	o broker.Outcome
+}
+
+func testConsume(t *testing.T, tr broker.Transport) {
+	dr := deadReader(t, tr)
+	ctx := ctxFor(t, 60*time.Second)
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{
+		SpoolDir: filepath.Join(dir, "spool"), AlwaysOffload: true, MaxMessageSize: tr.MaxMessageSize(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	pdf, err := os.ReadFile(filepath.Join("..", "testdata", "pdf", "pixel.pdf"))
+	if err != nil {
+		pdf, err = os.ReadFile(filepath.Join("..", "..", "testdata", "pdf", "pixel.pdf"))
+	}
+	if err != nil {
+		t.Fatalf("test PDF: %v", err)
+	}
+	checkIn := func(body []byte) *claimcheck.Ticket {
+		tk, err := store.CheckIn(ctx, "acme", bytes.NewReader(body), &claimcheck.CheckInOptions{ContentType: "application/pdf"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	good := checkIn(pdf)
+	gone := checkIn(append(append([]byte{}, pdf...), "\n% deleted"...))
+	if err := store.Bucket().Delete(ctx, gone.Key); err != nil {
+		t.Fatal(err)
+	}
+	flaky := checkIn(append(append([]byte{}, pdf...), "\n% flaky"...))
+	var msgs []broker.Message
+	for _, kt := range []struct {
+		kind string
+		tk   *claimcheck.Ticket
+	}{{"pdf", good}, {"pdf", gone}, {"flaky", flaky}} {
+		m, err := broker.NewMessage(kt.kind, kt.tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := broker.Size(m); s > tr.MaxMessageSize() {
+			t.Fatalf("ticket message of %d bytes exceeds %d", s, tr.MaxMessageSize())
+		}
+		msgs = append(msgs, m)
+	}
+	malformed := broker.Message{Body: []byte(`{"v":1,"tenant":`), Attributes: map[string]string{broker.AttrKind: "pdf"}}
+	msgs = append(msgs, malformed)
+	if err := tr.Publish(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+
+	const maxAttempts = 3
+	pdfHandler := claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
+		r, err := job.Payload.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.HasPrefix(b, []byte("%PDF")) {
+			return nil, claimcheck.Permanent(errors.New("not a PDF"))
+		}
+		return &claimcheck.Result{Body: strings.NewReader(fmt.Sprintf("%d bytes", len(b))), ContentType: "text/plain"}, nil
+	})
+	flakyHandler := claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+		return nil, errors.New("flaky: try again")
+	})
+	var mu sync.Mutex
+	var got []outcome
+	doneCh := make(chan struct{}, 64)
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+			Handlers:    map[string]claimcheck.Handler{"pdf": pdfHandler, "flaky": flakyHandler},
+			MaxAttempts: maxAttempts, RetryBase: 200 * time.Millisecond, Batch: 4,
+			OnDone: func(d *broker.Delivery, o broker.Outcome) {
+				mu.Lock()
+				got = append(got, outcome{d, o})
+				mu.Unlock()
+				doneCh <- struct{}{}
+			},
+		})
+	}()
+	// good acked, gone and malformed dead at once, flaky 2 retries + dead.
+	const want = 1 + 1 + 1 + maxAttempts
+	for n := 0; n < want; n++ {
+		select {
+		case <-doneCh:
+		case <-ctx.Done():
+			mu.Lock()
+			t.Fatalf("only %d of %d outcomes: %+v", len(got), want, got)
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	byKey := map[string][]outcome{}
+	for _, g := range got {
+		tk, _ := claimcheck.ParseTicket(g.d.Body)
+		k := "malformed"
+		if tk != nil {
+			k = tk.SHA256
+		}
+		byKey[k] = append(byKey[k], g)
+	}
+	check := func(name string, os []outcome, attempts []int, last broker.Action, reason string) {
+		t.Helper()
+		if len(os) != len(attempts) {
+			t.Errorf("%s: %d outcomes, want %d: %+v", name, len(os), len(attempts), os)
+			return
+		}
+		for i, o := range os {
+			if o.o.Attempt != attempts[i] || o.d.Attempt != attempts[i] {
+				t.Errorf("%s: outcome %d attempt %d, want %d", name, i, o.o.Attempt, attempts[i])
+			}
+			wantAction := broker.Retried
+			if i == len(os)-1 {
+				wantAction = last
+			}
+			if o.o.Action != wantAction {
+				t.Errorf("%s: outcome %d action %s (err %v), want %s", name, i, o.o.Action, o.o.Err, wantAction)
+			}
+		}
+		if l := os[len(os)-1].o; l.Reason != reason {
+			t.Errorf("%s: reason %q, want %q (err %v)", name, l.Reason, reason, l.Err)
+		}
+	}
+	check("good", byKey[good.SHA256], []int{1}, broker.Acked, "")
+	check("missing", byKey[gone.SHA256], []int{1}, broker.DeadLettered, claimcheck.ReasonPayloadMissing)
+	check("malformed", byKey["malformed"], []int{1}, broker.DeadLettered, claimcheck.ReasonTicketInvalid)
+	check("flaky", byKey[flaky.SHA256], []int{1, 2, 3}, broker.DeadLettered, claimcheck.ReasonTransient)
+	if os := byKey[good.SHA256]; len(os) == 1 {
+		rt := os[0].o.Result
+		if rt == nil {
+			t.Errorf("good: no result ticket")
+		} else {
+			p, err := store.Claim(rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := p.OpenStream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(r)
+			r.Close()
+			p.Close()
+			if want := fmt.Sprintf("%d bytes", len(pdf)); string(b) != want {
+				t.Errorf("result %q, want %q", b, want)
+			}
+		}
+	}
+	// The dead-letter destination holds exactly the three dead letters.
+	dead := receiveN(t, dr.ReceiveDead, 3, 10*time.Second)
+	reasons := map[string]int{}
+	for _, d := range dead {
+		reasons[d.Attributes[broker.AttrReason]]++
+		if err := tr.Ack(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantReasons := map[string]int{claimcheck.ReasonPayloadMissing: 1, claimcheck.ReasonTicketInvalid: 1, claimcheck.ReasonTransient: 1}
+	if fmt.Sprint(reasons) != fmt.Sprint(wantReasons) {
+		t.Errorf("dead-letter reasons %v, want %v", reasons, wantReasons)
+	}
+	expectNone(t, dr.ReceiveDead, 300*time.Millisecond)
+	expectNone(t, tr.Receive, 300*time.Millisecond)
+}
