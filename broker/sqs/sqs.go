@@ -1,0 +1,451 @@
+// Package sqsq is a broker.Transport over Amazon SQS (aws-sdk-go-v2
+// service/sqs). The package is named sqsq so that it does not clash with the
+// SDK's package sqs.
+//
+// Layout: one standard SQS queue (Options.QueueURL) and its dead-letter queue
+// (Options.DeadLetterQueueURL). Both must exist; Open creates nothing. The
+// main queue should have a redrive policy naming the dead-letter queue with a
+// maxReceiveCount above the consumer's MaxAttempts: SQS then moves on its own
+// any message received more than maxReceiveCount times without being deleted
+// (a consumer that keeps crashing), without a claimcheck-reason attribute.
+//
+// Choices:
+//   - Publish sends SendMessageBatch requests of at most 10 entries and at
+//     most MaxMessageSize bytes in total, counted as SQS counts (body plus
+//     every attribute's name, "String" and value: broker.Size). Every entry
+//     of every response is checked: an entry in Failed, or missing from
+//     both Successful and Failed, is named in a *broker.PublishError, as are
+//     the entries of a batch whose request failed as a whole.
+//   - Attributes travel as MessageAttributes of DataType String. SQS allows
+//     at most 10 per message and no empty values; Publish refuses such
+//     messages before sending anything.
+//   - Receive long-polls (Options.WaitTime, default 20 s, SQS's maximum)
+//     with MessageAttributeNames ["All"] and MessageSystemAttributeNames
+//     ["ApproximateReceiveCount"], which becomes Delivery.Attempt. ID is the
+//     SQS MessageId, stable across retries.
+//   - The Delivery's Handle holds the receipt handle of that receive,
+//     passed back to SQS unchanged, and the queue it came from.
+//   - Ack = DeleteMessage.
+//   - Retry = ChangeMessageVisibility(delay), rounded up to whole seconds
+//     and capped at SQS's 12 hours: the message stays in the queue and
+//     becomes visible again after the delay; its ApproximateReceiveCount,
+//     and so Attempt, goes up by one on the next receive. Nothing hot-loops.
+//   - DeadLetter = SendMessage of a copy, with the attributes plus
+//     claimcheck-reason, to the dead-letter queue, then DeleteMessage of the
+//     original (a duplicate dead letter is possible if the process dies in
+//     between). The copy is one attribute larger than the original: a
+//     message that was already at the size or attribute-count limit cannot
+//     be copied, DeadLetter returns the error and the redrive policy is left
+//     to move it. Leave room for claimcheck-reason (MaxMessageOverhead plus
+//     about 60 bytes), or give the dead-letter queue a larger maximum.
+//   - Extend = ChangeMessageVisibility(by): SQS counts the new timeout from
+//     now, which is what Extend promises.
+//   - ReceiveDead (broker.DeadLetterReader) receives from the dead-letter
+//     queue; Ack of such a delivery deletes it from there.
+//   - Verify checks, with GetQueueAttributes, that both queues accept
+//     MaxMessageSize and that the main queue's redrive policy targets the
+//     dead-letter queue; RedrivePolicy builds that policy's JSON.
+//   - SQS caps a message's total visibility at 12 hours from its first
+//     receive; a Retry or Extend past that fails with SQS's error.
+//   - Bodies travel as strings: SQS accepts only XML-legal Unicode, so a
+//     body must be valid UTF-8 text (tickets are JSON).
+package sqsq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
+)
+
+// SQS limits.
+const (
+	// DefaultMaxMessageSize is SQS's default MaximumMessageSize (256 KiB).
+	DefaultMaxMessageSize = 262144
+	// MaxMessageSizeLimit is the largest MaximumMessageSize SQS allows (1 MiB).
+	MaxMessageSizeLimit = 1 << 20
+	// MinMessageSize is the smallest MaximumMessageSize SQS allows.
+	MinMessageSize = 1024
+	// MaxBatchEntries is the most entries in one SendMessageBatch.
+	MaxBatchEntries = 10
+	// MaxAttributes is the most message attributes per message.
+	MaxAttributes = 10
+	// MaxVisibilityTimeout is SQS's longest visibility timeout (12 hours).
+	MaxVisibilityTimeout = 12 * time.Hour
+	// MaxWaitTime is SQS's longest long-poll wait.
+	MaxWaitTime = 20 * time.Second
+	// maxReceive is the most messages one ReceiveMessage returns.
+	maxReceive = 10
+)
+
+// Options configure Open.
+type Options struct {
+	// Client is the SQS client. Required.
+	Client *sqs.Client
+	// QueueURL is the main queue. Required.
+	QueueURL string
+	// DeadLetterQueueURL is the dead-letter queue (the target of the main
+	// queue's redrive policy). Required.
+	DeadLetterQueueURL string
+	// MaxMessageSize in bytes, counted by broker.Size: the queue's
+	// MaximumMessageSize. Default DefaultMaxMessageSize; at most
+	// MaxMessageSizeLimit. It also caps each SendMessageBatch's total.
+	MaxMessageSize int64
+	// VisibilityTimeout for received messages; 0 uses the queue's own.
+	VisibilityTimeout time.Duration
+	// WaitTime is the long-poll wait of each ReceiveMessage, rounded up to
+	// whole seconds. Default and maximum 20 s.
+	WaitTime time.Duration
+}
+
+// Transport is a broker.Transport over one SQS queue.
+type Transport struct {
+	opts Options
+	c    *sqs.Client
+}
+
+var _ broker.Transport = (*Transport)(nil)
+var _ broker.DeadLetterReader = (*Transport)(nil)
+
+// Open checks opts and returns the transport. It makes no request: the
+// queues must exist.
+func Open(_ context.Context, opts Options) (*Transport, error) {
+	if opts.Client == nil {
+		return nil, fmt.Errorf("sqs: no client: %w", claimcheck.ErrConfig)
+	}
+	if opts.QueueURL == "" || opts.DeadLetterQueueURL == "" {
+		return nil, fmt.Errorf("sqs: QueueURL and DeadLetterQueueURL are required: %w", claimcheck.ErrConfig)
+	}
+	if opts.QueueURL == opts.DeadLetterQueueURL {
+		return nil, fmt.Errorf("sqs: the dead-letter queue must differ from the queue: %w", claimcheck.ErrConfig)
+	}
+	if opts.MaxMessageSize == 0 {
+		opts.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if opts.MaxMessageSize < MinMessageSize || opts.MaxMessageSize > MaxMessageSizeLimit {
+		return nil, fmt.Errorf("sqs: MaxMessageSize %d outside SQS's %d..%d: %w", opts.MaxMessageSize, MinMessageSize, MaxMessageSizeLimit, claimcheck.ErrConfig)
+	}
+	if opts.VisibilityTimeout < 0 || opts.VisibilityTimeout > MaxVisibilityTimeout {
+		return nil, fmt.Errorf("sqs: VisibilityTimeout %v outside 0..%v: %w", opts.VisibilityTimeout, MaxVisibilityTimeout, claimcheck.ErrConfig)
+	}
+	if opts.WaitTime <= 0 || opts.WaitTime > MaxWaitTime {
+		opts.WaitTime = MaxWaitTime
+	}
+	return &Transport{opts: opts, c: opts.Client}, nil
+}
+
+// MaxMessageSize implements broker.Transport.
+func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
+
+// QueueURL returns the main queue's URL.
+func (t *Transport) QueueURL() string { return t.opts.QueueURL }
+
+// DeadLetterQueueURL returns the dead-letter queue's URL.
+func (t *Transport) DeadLetterQueueURL() string { return t.opts.DeadLetterQueueURL }
+
+func checkAttributes(msgs []broker.Message) error {
+	for i, m := range msgs {
+		if len(m.Attributes) > MaxAttributes {
+			return fmt.Errorf("sqs: message #%d has %d attributes, SQS allows %d: %w", i, len(m.Attributes), MaxAttributes, claimcheck.ErrConfig)
+		}
+		for k, v := range m.Attributes {
+			if k == "" || v == "" {
+				return fmt.Errorf("sqs: message #%d: attribute %q: SQS refuses empty names and values: %w", i, k, claimcheck.ErrConfig)
+			}
+		}
+		if !utf8.Valid(m.Body) {
+			return fmt.Errorf("sqs: message #%d: body is not valid UTF-8: %w", i, claimcheck.ErrConfig)
+		}
+	}
+	return nil
+}
+
+func attributes(a map[string]string) map[string]types.MessageAttributeValue {
+	if len(a) == 0 {
+		return nil
+	}
+	out := make(map[string]types.MessageAttributeValue, len(a))
+	for k, v := range a {
+		out[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	return out
+}
+
+// batches splits msgs into index ranges of at most MaxBatchEntries entries
+// and at most max bytes (broker.Size) each. Every message is at most max.
+func batches(msgs []broker.Message, limit int64) [][2]int {
+	var out [][2]int
+	start, size := 0, int64(0)
+	for i, m := range msgs {
+		s := broker.Size(m)
+		if i > start && (i-start == MaxBatchEntries || size+s > limit) {
+			out = append(out, [2]int{start, i})
+			start, size = i, 0
+		}
+		size += s
+	}
+	if start < len(msgs) {
+		out = append(out, [2]int{start, len(msgs)})
+	}
+	return out
+}
+
+// Publish implements broker.Transport with SendMessageBatch.
+func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
+	if err := broker.CheckSize(msgs, t.opts.MaxMessageSize); err != nil {
+		return err
+	}
+	if err := checkAttributes(msgs); err != nil {
+		return err
+	}
+	perr := &broker.PublishError{Failed: map[int]error{}, Total: len(msgs)}
+	for _, b := range batches(msgs, t.opts.MaxMessageSize) {
+		if err := ctx.Err(); err != nil {
+			for i := b[0]; i < b[1]; i++ {
+				perr.Failed[i] = err
+			}
+			continue
+		}
+		entries := make([]types.SendMessageBatchRequestEntry, 0, b[1]-b[0])
+		for i := b[0]; i < b[1]; i++ {
+			entries = append(entries, types.SendMessageBatchRequestEntry{
+				Id:                aws.String(strconv.Itoa(i)),
+				MessageBody:       aws.String(string(msgs[i].Body)),
+				MessageAttributes: attributes(msgs[i].Attributes),
+			})
+		}
+		out, err := t.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.opts.QueueURL), Entries: entries})
+		if err != nil {
+			for i := b[0]; i < b[1]; i++ {
+				perr.Failed[i] = fmt.Errorf("sqs: SendMessageBatch: %w", err)
+			}
+			continue
+		}
+		ok := map[int]bool{}
+		for _, s := range out.Successful {
+			if i, err := strconv.Atoi(aws.ToString(s.Id)); err == nil {
+				ok[i] = true
+			}
+		}
+		for _, f := range out.Failed {
+			i, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || i < b[0] || i >= b[1] {
+				continue
+			}
+			ok[i] = false
+			perr.Failed[i] = fmt.Errorf("sqs: entry %s failed: %s: %s (sender fault %t)", aws.ToString(f.Id), aws.ToString(f.Code), aws.ToString(f.Message), f.SenderFault)
+		}
+		for i := b[0]; i < b[1]; i++ {
+			if _, seen := ok[i]; !seen {
+				perr.Failed[i] = fmt.Errorf("sqs: entry %d missing from the SendMessageBatch response", i)
+			}
+		}
+	}
+	if len(perr.Failed) > 0 {
+		return perr
+	}
+	return nil
+}
+
+// handle is a Delivery's Handle: where it came from and its receipt handle.
+type handle struct {
+	QueueURL      string
+	ReceiptHandle string
+}
+
+func handleOf(d *broker.Delivery) (handle, error) {
+	h, ok := d.Handle.(handle)
+	if !ok || h.ReceiptHandle == "" {
+		return handle{}, errors.New("sqs: delivery not from this transport")
+	}
+	return h, nil
+}
+
+// Receive implements broker.Transport.
+func (t *Transport) Receive(ctx context.Context, max int) ([]*broker.Delivery, error) {
+	return t.receive(ctx, t.opts.QueueURL, max)
+}
+
+// ReceiveDead implements broker.DeadLetterReader: deliveries from the
+// dead-letter queue, settled with Ack (which deletes them from there).
+func (t *Transport) ReceiveDead(ctx context.Context, max int) ([]*broker.Delivery, error) {
+	return t.receive(ctx, t.opts.DeadLetterQueueURL, max)
+}
+
+func (t *Transport) receive(ctx context.Context, queue string, n int) ([]*broker.Delivery, error) {
+	n = min(max(n, 1), maxReceive)
+	in := &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(queue),
+		MaxNumberOfMessages:         int32(n),
+		WaitTimeSeconds:             int32(seconds(t.opts.WaitTime)), // ≥ 1: never a busy loop
+		VisibilityTimeout:           int32(seconds(t.opts.VisibilityTimeout)),
+		MessageAttributeNames:       []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		out, err := t.c.ReceiveMessage(ctx, in)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("sqs: ReceiveMessage: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			continue
+		}
+		ds := make([]*broker.Delivery, 0, len(out.Messages))
+		for _, m := range out.Messages {
+			ds = append(ds, toDelivery(queue, m))
+		}
+		return ds, nil
+	}
+}
+
+func toDelivery(queue string, m types.Message) *broker.Delivery {
+	attrs := make(map[string]string, len(m.MessageAttributes))
+	for k, v := range m.MessageAttributes {
+		if v.StringValue != nil {
+			attrs[k] = *v.StringValue
+		}
+	}
+	attempt := 1
+	if n, err := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]); err == nil && n > 0 {
+		attempt = n
+	}
+	return &broker.Delivery{
+		Message: broker.Message{Body: []byte(aws.ToString(m.Body)), Attributes: attrs},
+		ID:      aws.ToString(m.MessageId),
+		Attempt: attempt,
+		Handle:  handle{QueueURL: queue, ReceiptHandle: aws.ToString(m.ReceiptHandle)},
+	}
+}
+
+// seconds rounds d up to whole seconds, within 0..MaxVisibilityTimeout.
+func seconds(d time.Duration) int64 {
+	d = min(max(d, 0), MaxVisibilityTimeout)
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Ack implements broker.Transport: DeleteMessage.
+func (t *Transport) Ack(ctx context.Context, d *broker.Delivery) error {
+	h, err := handleOf(d)
+	if err != nil {
+		return err
+	}
+	if _, err := t.c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(h.QueueURL), ReceiptHandle: aws.String(h.ReceiptHandle)}); err != nil {
+		return fmt.Errorf("sqs: ack %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+func (t *Transport) changeVisibility(ctx context.Context, d *broker.Delivery, by time.Duration) error {
+	h, err := handleOf(d)
+	if err != nil {
+		return err
+	}
+	_, err = t.c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: aws.String(h.QueueURL), ReceiptHandle: aws.String(h.ReceiptHandle), VisibilityTimeout: int32(seconds(by)),
+	})
+	return err
+}
+
+// Retry implements broker.Transport: ChangeMessageVisibility(delay).
+func (t *Transport) Retry(ctx context.Context, d *broker.Delivery, delay time.Duration) error {
+	if err := t.changeVisibility(ctx, d, delay); err != nil {
+		return fmt.Errorf("sqs: retry %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// Extend implements broker.Transport: ChangeMessageVisibility(by).
+func (t *Transport) Extend(ctx context.Context, d *broker.Delivery, by time.Duration) error {
+	if err := t.changeVisibility(ctx, d, by); err != nil {
+		return fmt.Errorf("sqs: extend %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// DeadLetter implements broker.Transport: a copy with the reason to the
+// dead-letter queue, then DeleteMessage (see the package doc).
+func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason string) error {
+	if _, err := handleOf(d); err != nil {
+		return err
+	}
+	if reason == "" {
+		reason = "unknown"
+	}
+	attrs := make(map[string]string, len(d.Attributes)+1)
+	for k, v := range d.Attributes {
+		attrs[k] = v
+	}
+	attrs[broker.AttrReason] = reason
+	m := broker.Message{Body: d.Body, Attributes: attrs}
+	if err := broker.CheckSize([]broker.Message{m}, t.opts.MaxMessageSize); err != nil {
+		return fmt.Errorf("sqs: dead-letter %s: copy with reason: %w", d.ID, err)
+	}
+	if err := checkAttributes([]broker.Message{m}); err != nil {
+		return fmt.Errorf("sqs: dead-letter %s: %w", d.ID, err)
+	}
+	if _, err := t.c.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(t.opts.DeadLetterQueueURL), MessageBody: aws.String(string(m.Body)), MessageAttributes: attributes(attrs),
+	}); err != nil {
+		return fmt.Errorf("sqs: dead-letter %s: SendMessage: %w", d.ID, err)
+	}
+	return t.Ack(ctx, d)
+}
+
+// Close implements broker.Transport. The SDK client holds nothing to
+// release; unsettled deliveries become visible again after their
+// visibility timeout.
+func (t *Transport) Close() error { return nil }
+
+// RedrivePolicy returns the JSON of a RedrivePolicy queue attribute sending
+// messages received more than maxReceiveCount times to the queue with ARN
+// deadLetterARN. Set maxReceiveCount above broker.ConsumeOptions.MaxAttempts,
+// so that claimcheck dead-letters (with a reason) before SQS does.
+func RedrivePolicy(deadLetterARN string, maxReceiveCount int) string {
+	b, _ := json.Marshal(map[string]any{"deadLetterTargetArn": deadLetterARN, "maxReceiveCount": maxReceiveCount})
+	return string(b)
+}
+
+// Verify reads both queues' attributes and returns ErrConfig if either
+// queue's MaximumMessageSize is below MaxMessageSize, or if the main queue
+// has no redrive policy targeting the dead-letter queue.
+func (t *Transport) Verify(ctx context.Context) error {
+	names := []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize, types.QueueAttributeNameQueueArn, types.QueueAttributeNameRedrivePolicy}
+	attrs := map[string]map[string]string{}
+	for _, u := range []string{t.opts.QueueURL, t.opts.DeadLetterQueueURL} {
+		out, err := t.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(u), AttributeNames: names})
+		if err != nil {
+			return fmt.Errorf("sqs: verify %s: %w", u, err)
+		}
+		attrs[u] = out.Attributes
+		size, err := strconv.ParseInt(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)], 10, 64)
+		if err != nil || size < t.opts.MaxMessageSize {
+			return fmt.Errorf("sqs: queue %s has MaximumMessageSize %q, below the transport's %d: %w",
+				u, out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)], t.opts.MaxMessageSize, claimcheck.ErrConfig)
+		}
+	}
+	var rp struct {
+		DeadLetterTargetArn string `json:"deadLetterTargetArn"`
+	}
+	raw := attrs[t.opts.QueueURL][string(types.QueueAttributeNameRedrivePolicy)]
+	dlqARN := attrs[t.opts.DeadLetterQueueURL][string(types.QueueAttributeNameQueueArn)]
+	if raw == "" || json.Unmarshal([]byte(raw), &rp) != nil || rp.DeadLetterTargetArn == "" || rp.DeadLetterTargetArn != dlqARN {
+		return fmt.Errorf("sqs: queue %s has redrive policy %q, want one targeting %s: %w", t.opts.QueueURL, raw, dlqARN, claimcheck.ErrConfig)
+	}
+	return nil
+}
