@@ -19,6 +19,8 @@ import (
 	"github.com/tink-crypto/tink-go/v2/tink"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // Object metadata written with every payload, so a re-check-in can tell
@@ -131,7 +133,7 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 		return nil, s.tooLarge(tenant, err)
 	}
 	head = bytes.Buffer{}
-	if _, err := io.Copy(limit, contextReader{ctx, src}); err != nil {
+	if _, err := io.Copy(limit, ctxio.Reader(ctx, src)); err != nil {
 		if errors.Is(err, ErrPayloadTooLarge) {
 			return nil, s.tooLarge(tenant, err)
 		}
@@ -218,7 +220,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 			return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 		}
 	}
-	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, contextReader{ctx, body}, make([]byte, 32<<10))
+	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, ctxio.Reader(ctx, body), make([]byte, 32<<10))
 	if err == nil {
 		err = dst.Close() // the final ciphertext segment
 	}
@@ -368,19 +370,6 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.progress(c.n)
 	}
 	return n, err
-}
-
-// contextReader stops reading once ctx is done.
-type contextReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c contextReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // Payload is a claimed payload: the handle a worker gets for a ticket. It
@@ -77,7 +79,7 @@ func (p *Payload) Verify(ctx context.Context) error {
 	}
 	// 1 MiB reads (one ciphertext segment), and no File.ReadFrom with its
 	// 32 KiB reads: fewer hand-offs from the decrypting goroutine.
-	if _, err := io.CopyBuffer(struct{ io.Writer }{spool}, contextReader{ctx, r}, make([]byte, 1<<20)); err != nil {
+	if _, err := io.CopyBuffer(struct{ io.Writer }{spool}, ctxio.Reader(ctx, r), make([]byte, 1<<20)); err != nil {
 		spool.Close()
 		if !errors.Is(err, ErrPayloadCorrupt) && ctx.Err() != nil {
 			return fmt.Errorf("claimcheck: claim %s: %w: %w", p.ticket, ErrUnavailable, ctx.Err())

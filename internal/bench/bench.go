@@ -45,6 +45,8 @@ import (
 	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
+
+	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // Units, in bytes.
@@ -467,7 +469,7 @@ func stream(seed uint64, n int64) io.Reader {
 // holding it.
 func digest(ctx context.Context, seed uint64, n int64) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, ctxReader{ctx, stream(seed, n)}); err != nil {
+	if _, err := io.Copy(h, ctxio.Reader(ctx, stream(seed, n))); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
@@ -813,17 +815,4 @@ func redactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-}
-
-// ctxReader stops a long generated stream once ctx is done (Ctrl-C).
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -1,0 +1,24 @@
+// Package ctxio stops long streams when their context ends.
+package ctxio
+
+import (
+	"context"
+	"io"
+)
+
+// Reader returns a reader that fails with ctx's error, before reading
+// further, once ctx is done: a copy of a long stream stops on cancellation
+// instead of running to its end.
+func Reader(ctx context.Context, r io.Reader) io.Reader { return reader{ctx, r} }
+
+type reader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c reader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
