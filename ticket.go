@@ -150,7 +150,7 @@ func (t *Ticket) validate() error {
 	if err := ValidateTenant(t.Tenant); err != nil {
 		return invalid("%v", err)
 	}
-	if !isHexDigest(t.SHA256) {
+	if !IsHexDigest(t.SHA256) {
 		return invalid("sha256 is not 64 lowercase hex characters")
 	}
 	if t.Size < 0 {
@@ -226,7 +226,9 @@ func (t *Ticket) LogValue() slog.Value {
 	)
 }
 
-func isHexDigest(s string) bool {
+// IsHexDigest reports whether s is a SHA-256 digest as tickets write it:
+// 64 lowercase hex characters.
+func IsHexDigest(s string) bool {
 	if len(s) != 64 {
 		return false
 	}

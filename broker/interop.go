@@ -216,7 +216,7 @@ func ParsePointer(body []byte, attrs map[string]string) (*Pointer, error) {
 		return nil, err
 	}
 	if d, ok := attrs[AttrSHA256]; ok {
-		if !isHexDigest(d) {
+		if !claimcheck.IsHexDigest(d) {
 			return nil, invalidf("AWS payload pointer: %s is not 64 lowercase hex characters", AttrSHA256)
 		}
 		p.SHA256 = d
@@ -317,7 +317,7 @@ func (p *Pointer) Message(extra map[string]string) (Message, error) {
 	if p.Size < 0 {
 		return Message{}, invalidf("AWS payload pointer: negative size")
 	}
-	if p.SHA256 != "" && !isHexDigest(p.SHA256) {
+	if p.SHA256 != "" && !claimcheck.IsHexDigest(p.SHA256) {
 		return Message{}, invalidf("AWS payload pointer: sha256 is not 64 lowercase hex characters")
 	}
 	if p.Tenant != "" {
@@ -572,17 +572,4 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-func isHexDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
