@@ -57,7 +57,7 @@ func assertTicketsEqual(t *testing.T, got, want *claimcheck.Ticket) {
 	if got.Version != want.Version || got.Tenant != want.Tenant || got.Store != want.Store ||
 		got.Key != want.Key || got.SHA256 != want.SHA256 || got.Size != want.Size ||
 		got.ContentType != want.ContentType || !got.Created.Equal(want.Created) ||
-		!bytes.Equal(got.Inline, want.Inline) {
+		!bytes.Equal(got.Inline, want.Inline) || got.DEK != want.DEK || got.Sig != want.Sig {
 		t.Fatalf("ticket = %+v\nwant     %+v", got, want)
 	}
 }
