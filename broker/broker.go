@@ -29,6 +29,16 @@ const (
 	// AttrReason is set on a dead letter: the machine-readable reason
 	// (claimcheck.Reason) it was dead-lettered for.
 	AttrReason = "claimcheck-reason"
+	// AttrID is the producer's message identifier, the same on every
+	// publish of one outbox entry (the relay sets it). Transports carry it
+	// as the broker's own message id where there is one (AMQP message-id,
+	// JetStream Nats-Msg-Id, which JetStream deduplicates within the
+	// stream's duplicate window), and an Inbox uses it to suppress a second
+	// processing of a message published or delivered twice.
+	AttrID = "claimcheck-id"
+	// AttrJob is the outbox entry (River job id, decimal) a relayed message
+	// came from: the registry row that DeleteOnAck releases.
+	AttrJob = "claimcheck-job"
 )
 
 // Message is what a transport carries: a body and string attributes (SQS

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/claimcheck/claimcheck"
@@ -20,11 +21,21 @@ const (
 
 // Outcome is what Consume did with one delivery, passed to OnDone.
 type Outcome struct {
+	// ID is the message's identifier: its AttrID attribute, or the
+	// transport's id when it has none. The Inbox is keyed by it.
+	ID string
+	// Job is the outbox entry the message was relayed from (its AttrJob
+	// attribute), 0 if it has none.
+	Job     int64
 	Kind    string
+	Tenant  string
 	Attempt int
+	// Ticket is the ticket the delivery carried (for an AWS pointer, the
+	// ticket it was claimed with), nil if the body was not recognised.
+	Ticket *claimcheck.Ticket
 	// Result is the handler's result ticket (checked in under the results
-	// prefix), nil if none. Consume publishes it nowhere: recording or
-	// forwarding it is the caller's business.
+	// prefix), nil if none. Consume publishes it nowhere: recording
+	// (Inbox) or forwarding it is the caller's business.
 	Result *claimcheck.Ticket
 	// Err is the attempt's error, nil on success.
 	Err error
@@ -35,6 +46,37 @@ type Outcome struct {
 	Reason string
 	// Delay is the retry delay when Action is Retried.
 	Delay time.Duration
+	// Duplicate is true when the Inbox had already recorded this message as
+	// processed: it was acked without running the handler.
+	Duplicate bool
+	// Deleted is true when DeleteOnAck deleted the payload's object after
+	// this acknowledgement (the last reference to it).
+	Deleted bool
+}
+
+// Inbox records which messages have been processed, so that a message
+// published or delivered twice (a relay retrying after a lost confirm, a
+// broker redelivering after a lost ack) runs its handler once: the
+// idempotent receiver. pipeline.Pipeline implements it on the job
+// database.
+type Inbox interface {
+	// Processed reports whether the message id has been recorded with
+	// Action Acked.
+	Processed(ctx context.Context, id string) (bool, error)
+	// Record records o, the outcome of one attempt at message o.ID, before
+	// the delivery is settled. Recording Acked makes Processed true.
+	Record(ctx context.Context, o Outcome) error
+}
+
+// Releaser drops one reference to a payload once its message is
+// acknowledged, and deletes the object when no reference is left (opt-in
+// deletion on acknowledgement; see ConsumeOptions.DeleteOnAck).
+// pipeline.Pipeline implements it with the claims registry.
+type Releaser interface {
+	// Release drops the reference of outbox entry job (AttrJob) to t's
+	// object and deletes the object if none is left. It reports whether
+	// the object was deleted.
+	Release(ctx context.Context, job int64, t *claimcheck.Ticket) (bool, error)
 }
 
 // ConsumeOptions configure Consume.
@@ -51,8 +93,36 @@ type ConsumeOptions struct {
 	MaxRetryDelay time.Duration
 	// Batch is the most messages received at once. Default 10.
 	Batch int
+	// Inbox, if set, suppresses a second processing of a message already
+	// processed (same AttrID) and records every outcome.
+	Inbox Inbox
+	// DeleteOnAck, if set, deletes a payload's object after its message is
+	// acknowledged and every other reference to it (other subscribers'
+	// outbox entries, other jobs) is released too. The broker message is
+	// settled first, the object only afterwards. Nil (the default) deletes
+	// nothing: retention rules and the sweeper clean up.
+	DeleteOnAck Releaser
+	// DefaultKind is the kind of a message without AttrKind, such as one
+	// an AWS extended client wrote. Empty: such a message is dead-lettered
+	// (ticket-invalid).
+	DefaultKind string
+	// PointerBucket is the bucket the store reads, as AWS payload pointers
+	// name it. A pointer naming another bucket is dead-lettered
+	// (ticket-invalid). Empty: pointers are refused.
+	PointerBucket string
+	// AdoptTenant, if set, accepts foreign AWS payload pointers (without
+	// claimcheck's AttrSHA256 digest) for this tenant: the object is read
+	// once, its size checked against the pointer's marker attribute, and
+	// checked in under the tenant (computing the digest the format lacks),
+	// then worked like any ticket. Empty: foreign pointers are
+	// dead-lettered (ticket-invalid), since their bytes cannot be verified.
+	AdoptTenant string
 	// OnDone, if set, is called after each delivery is settled.
 	OnDone func(d *Delivery, o Outcome)
+	// OnError, if set, receives errors Consume survives: a failed Receive
+	// (Consume waits and receives again), a failed settlement (the broker
+	// redelivers the message), a failed release.
+	OnError func(err error)
 }
 
 // ErrUnknownKind is the error of a delivery whose kind has no handler in
@@ -63,24 +133,30 @@ var ErrUnknownKind = errors.New("no handler for kind")
 // ctx is done, then returns nil. Deliveries are worked one at a time, in
 // the order received; run several Consume calls for concurrency.
 //
-// Each delivery is settled exactly as the job pipeline settles a job:
-//   - a body that is not a valid ticket, or whose AttrTenant differs from
-//     the ticket's tenant, is dead-lettered at once (ticket-invalid);
-//   - a message without AttrKind is dead-lettered at once (ticket-invalid):
-//     no consumer can route it;
+// Bodies are decoded by DecodeBody: a claimcheck ticket, an AWS payload
+// pointer (see PointerBucket and AdoptTenant), either inside an SNS
+// envelope. Each delivery is settled exactly as the job pipeline settles a
+// job:
+//   - a body DecodeBody does not recognise, or whose AttrTenant differs from
+//     the ticket's tenant, is dead-lettered at once (ticket-invalid) and
+//     never reaches a handler;
+//   - a message without AttrKind (and no DefaultKind) is dead-lettered at
+//     once (ticket-invalid): no consumer can route it;
 //   - a kind with no handler here is retried like a transient failure
 //     (other consumers on a shared queue may handle it, and a deployment
 //     may be rolling out), so it is dead-lettered after MaxAttempts with
 //     reason "transient";
+//   - a message the Inbox has recorded as processed is acked at once;
 //   - success acks the delivery; the result ticket is passed to OnDone;
 //   - a permanent error (claimcheck.IsPermanent) dead-letters the delivery
 //     on this attempt with reason claimcheck.Reason(err);
 //   - any other error is retried after RetryBase·2^(attempt-1) until
 //     attempt MaxAttempts, then dead-lettered with its reason.
 //
-// An error settling a delivery (the broker unreachable) stops Consume and
-// is returned; the unsettled delivery is redelivered by the broker. So is an
-// error from Receive. ErrConfig for no handlers.
+// Consume survives broker outages: a failed Receive is reported to OnError
+// and retried after a pause (1 s doubling to 30 s); a failed settlement is
+// reported and the delivery left to the broker to redeliver. It returns
+// early only for ErrConfig: no handlers, or a Receive error of that class.
 func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts ConsumeOptions) error {
 	if len(opts.Handlers) == 0 {
 		return fmt.Errorf("broker: consume: no handlers: %w", claimcheck.ErrConfig)
@@ -97,72 +173,138 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 	if opts.Batch <= 0 {
 		opts.Batch = 10
 	}
+	report := func(err error) {
+		if opts.OnError != nil {
+			opts.OnError(err)
+		}
+	}
+	failures := 0
 	for {
 		ds, err := tr.Receive(ctx, opts.Batch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("broker: consume: receive: %w", err)
+			if errors.Is(err, claimcheck.ErrConfig) {
+				return fmt.Errorf("broker: consume: receive: %w", err)
+			}
+			failures++
+			report(fmt.Errorf("broker: consume: receive (will retry): %w", err))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff(time.Second, 30*time.Second, failures)):
+			}
+			continue
 		}
+		failures = 0
 		for _, d := range ds {
-			o := work(ctx, store, opts, d)
-			// Settle even if ctx was cancelled while the handler ran: the
-			// outcome is known and should not be lost.
-			sctx := context.WithoutCancel(ctx)
-			var serr error
-			switch o.Action {
-			case Acked:
-				serr = tr.Ack(sctx, d)
-			case Retried:
-				serr = tr.Retry(sctx, d, o.Delay)
-			case DeadLettered:
-				serr = tr.DeadLetter(sctx, d, o.Reason)
-			}
-			if serr != nil {
-				return fmt.Errorf("broker: consume: settle %s (%s): %w", d.ID, o.Action, serr)
-			}
-			if opts.OnDone != nil {
-				opts.OnDone(d, o)
+			o := consumeOne(ctx, tr, store, opts, d, report)
+			if opts.OnDone != nil && o != nil {
+				opts.OnDone(d, *o)
 			}
 		}
 	}
 }
 
-// work runs one delivery and decides how to settle it.
-func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *Delivery) Outcome {
-	kind := d.Attributes[AttrKind]
-	o := Outcome{Kind: kind, Attempt: d.Attempt}
-	fail := func(err error, permanent bool) Outcome {
-		o.Err = err
-		o.Reason = claimcheck.Reason(err)
-		if permanent || d.Attempt >= opts.MaxAttempts {
-			o.Action = DeadLettered
-			return o
+// consumeOne works and settles one delivery; nil if it could not be
+// settled (reported; the broker redelivers it).
+func consumeOne(ctx context.Context, tr Transport, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, report func(error)) *Outcome {
+	// Settle even if ctx was cancelled while the handler ran: the outcome
+	// is known and should not be lost.
+	sctx := context.WithoutCancel(ctx)
+	o := Outcome{ID: d.Attributes[AttrID], Attempt: d.Attempt}
+	if o.ID == "" {
+		o.ID = d.ID
+	}
+	o.Job, _ = strconv.ParseInt(d.Attributes[AttrJob], 10, 64)
+	done := false
+	if opts.Inbox != nil && o.ID != "" {
+		seen, err := opts.Inbox.Processed(ctx, o.ID)
+		switch {
+		case err != nil:
+			o = opts.fail(o, fmt.Errorf("broker: inbox: %w", err), false)
+			done = true
+		case seen:
+			o.Action, o.Duplicate = Acked, true
+			o.Kind = d.Attributes[AttrKind]
+			done = true
 		}
-		o.Action = Retried
-		o.Delay = backoff(opts.RetryBase, opts.MaxRetryDelay, d.Attempt)
+	}
+	if !done {
+		o = work(ctx, store, opts, d, o)
+		if opts.Inbox != nil && o.ID != "" {
+			if err := opts.Inbox.Record(sctx, o); err != nil && o.Action == Acked {
+				// The handler ran but its outcome is not recorded: run it
+				// again rather than lose the result.
+				o = opts.fail(o, fmt.Errorf("broker: inbox: record %s: %w", o.ID, err), false)
+			}
+		}
+	}
+	var serr error
+	switch o.Action {
+	case Acked:
+		serr = tr.Ack(sctx, d)
+	case Retried:
+		serr = tr.Retry(sctx, d, o.Delay)
+	case DeadLettered:
+		serr = tr.DeadLetter(sctx, d, o.Reason)
+	}
+	if serr != nil {
+		report(fmt.Errorf("broker: consume: settle %s (%s); the broker will redeliver it: %w", o.ID, o.Action, serr))
+		return nil
+	}
+	if o.Action == Acked && !o.Duplicate && opts.DeleteOnAck != nil && o.Ticket != nil && !o.Ticket.IsInline() {
+		deleted, err := opts.DeleteOnAck.Release(sctx, o.Job, o.Ticket)
+		if err != nil {
+			report(fmt.Errorf("broker: consume: release %s after ack: %w", o.Ticket, err))
+		}
+		o.Deleted = deleted
+	}
+	return &o
+}
+
+// fail settles o as a failure: dead-lettered if permanent or out of
+// attempts, retried with backoff otherwise.
+func (opts *ConsumeOptions) fail(o Outcome, err error, permanent bool) Outcome {
+	o.Err = err
+	o.Reason = claimcheck.Reason(err)
+	if permanent || o.Attempt >= opts.MaxAttempts {
+		o.Action = DeadLettered
 		return o
 	}
-	t, err := claimcheck.ParseTicket(d.Body)
+	o.Action = Retried
+	o.Delay = backoff(opts.RetryBase, opts.MaxRetryDelay, o.Attempt)
+	return o
+}
+
+// work runs one delivery and decides how to settle it.
+func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, o Outcome) Outcome {
+	fail := func(err error, permanent bool) Outcome { return opts.fail(o, err, permanent) }
+	dec, err := DecodeBody(d.Message)
 	if err != nil {
 		return fail(err, true)
 	}
-	if kind == "" {
+	attrs := dec.Message.Attributes
+	o.Kind = attrs[AttrKind]
+	if o.Kind == "" {
+		o.Kind = opts.DefaultKind
+	}
+	if o.Kind == "" {
 		return fail(fmt.Errorf("broker: message %s has no %s attribute: %w", d.ID, AttrKind, claimcheck.ErrTicketInvalid), true)
 	}
-	tenant, ok := d.Attributes[AttrTenant]
+	t := dec.Ticket
+	if dec.Kind == KindPointer {
+		if t, err = opts.pointerTicket(ctx, store, dec.Pointer); err != nil {
+			return fail(err, claimcheck.IsPermanent(err))
+		}
+	}
+	o.Ticket, o.Tenant = t, t.Tenant
+	h, ok := opts.Handlers[o.Kind]
 	if !ok {
-		tenant = t.Tenant
+		return fail(fmt.Errorf("broker: %w %q in this consumer", ErrUnknownKind, o.Kind), false)
 	}
-	if tenant != t.Tenant {
-		return fail(fmt.Errorf("broker: message tenant %q does not match ticket %s: %w", tenant, t, claimcheck.ErrTicketInvalid), true)
-	}
-	h, ok := opts.Handlers[kind]
-	if !ok {
-		return fail(fmt.Errorf("broker: %w %q in this consumer", ErrUnknownKind, kind), false)
-	}
-	job := &claimcheck.Job{ID: d.ID, Kind: kind, Tenant: tenant, Attempt: d.Attempt}
+	job := &claimcheck.Job{ID: o.ID, Kind: o.Kind, Tenant: t.Tenant, Attempt: d.Attempt}
 	rt, err := store.Work(ctx, job, t, h)
 	if err != nil {
 		return fail(err, claimcheck.IsPermanent(err))

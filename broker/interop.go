@@ -72,11 +72,13 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/claimcheck/claimcheck"
@@ -572,4 +574,38 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// pointerTicket turns a received AWS payload pointer into the ticket
+// Consume works: a claimcheck-written pointer (with AttrSHA256 and
+// AttrTenant) names a claimcheck object and is claimed and verified like
+// its ticket; a foreign one is adopted (claimcheck.Store.Adopt) when
+// AdoptTenant allows it, and refused otherwise.
+func (opts *ConsumeOptions) pointerTicket(ctx context.Context, store *claimcheck.Store, p *Pointer) (*claimcheck.Ticket, error) {
+	switch {
+	case opts.PointerBucket == "":
+		return nil, invalidf("AWS payload pointer (%s) received, but this consumer accepts none (no pointer bucket configured)", p)
+	case p.Bucket != opts.PointerBucket:
+		return nil, invalidf("AWS payload pointer (%s) names another bucket than this consumer's %q", p, opts.PointerBucket)
+	}
+	if p.Verifiable() {
+		if p.Tenant == "" {
+			return nil, invalidf("AWS payload pointer (%s) has a digest but no %s attribute", p, AttrTenant)
+		}
+		t := &claimcheck.Ticket{Version: claimcheck.TicketVersion, Tenant: p.Tenant, Store: store.Name(),
+			Key: p.Key, SHA256: p.SHA256, Size: p.Size, Created: time.Now().UTC()}
+		b, err := t.Marshal()
+		if err != nil {
+			return nil, fmt.Errorf("broker: AWS payload pointer (%s): %w", p, err)
+		}
+		return claimcheck.ParseTicket(b)
+	}
+	if opts.AdoptTenant == "" {
+		return nil, invalidf("AWS payload pointer (%s) carries no digest, so its payload cannot be verified; this consumer adopts no foreign pointers", p)
+	}
+	t, err := store.Adopt(ctx, opts.AdoptTenant, p.Key, p.Size, nil)
+	if err != nil {
+		return nil, fmt.Errorf("broker: adopt AWS payload pointer (%s): %w", p, err)
+	}
+	return t, nil
 }

@@ -47,12 +47,27 @@ type EnqueueOptions struct {
 	MaxAttempts int
 	// CheckIn is passed to the store's CheckIn (content type, named key).
 	CheckIn claimcheck.CheckInOptions
+	// Destinations, if set, sends the ticket to broker destinations through
+	// the transactional outbox instead of to this pipeline's workers: one
+	// outbox entry per destination (fan-out: every subscriber claims the
+	// same object), each with its claims-registry row, all in the one
+	// transaction. Relay publishes each destination's entries. Names as
+	// ValidateDestination; at most 16, no repeats. The idempotency key
+	// applies per destination.
+	Destinations []string
 }
+
+// MaxDestinations is the most destinations one enqueue fans out to.
+const MaxDestinations = 16
 
 // EnqueueResult describes an enqueued job.
 type EnqueueResult struct {
-	// JobID is River's id for the job.
+	// JobID is River's id for the job (the first destination's outbox
+	// entry when there are Destinations).
 	JobID int64
+	// JobIDs are the outbox entries' ids, one per destination in order;
+	// nil without Destinations.
+	JobIDs []int64
 	// Ticket is the job's ticket.
 	Ticket *claimcheck.Ticket
 	// TicketBytes is the encoded ticket's size in bytes.
@@ -112,8 +127,30 @@ func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	if err != nil {
 		return nil, err
 	}
-	args := jobArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: enc}
+	if len(opts.Destinations) == 0 {
+		return p.insert(ctx, tx, kind, t, enc, opts, "")
+	}
+	var first *EnqueueResult
+	for _, dest := range opts.Destinations {
+		res, err := p.insert(ctx, tx, kind, t, enc, opts, dest)
+		if err != nil {
+			return nil, err
+		}
+		if first == nil {
+			first = res
+		}
+		first.JobIDs = append(first.JobIDs, res.JobID)
+	}
+	return first, nil
+}
+
+// insert writes one job (dest empty) or outbox entry, and its registry row.
+func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
+	args := jobArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: enc, Destination: dest}
 	insert := &river.InsertOpts{Queue: kind, MaxAttempts: opts.MaxAttempts}
+	if dest != "" {
+		insert.Queue = outboxQueue(dest)
+	}
 	if opts.IdempotencyKey != "" {
 		insert.UniqueOpts = river.UniqueOpts{ByArgs: true, ByQueue: true}
 	}
@@ -149,6 +186,19 @@ func validateEnqueue(kind string, opts *EnqueueOptions) error {
 	}
 	if opts.MaxAttempts < 0 {
 		return fmt.Errorf("pipeline: negative max attempts: %w", claimcheck.ErrTicketInvalid)
+	}
+	if len(opts.Destinations) > MaxDestinations {
+		return fmt.Errorf("pipeline: %d destinations, at most %d allowed: %w", len(opts.Destinations), MaxDestinations, claimcheck.ErrTicketInvalid)
+	}
+	seen := map[string]bool{}
+	for _, d := range opts.Destinations {
+		if err := ValidateDestination(d); err != nil {
+			return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrTicketInvalid)
+		}
+		if seen[d] {
+			return fmt.Errorf("pipeline: destination %q given twice: %w", d, claimcheck.ErrTicketInvalid)
+		}
+		seen[d] = true
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ type JobInfo struct {
 	// FinalizedAt is when the job completed or died; nil while pending.
 	FinalizedAt *time.Time `json:"finalized_at,omitempty"`
 	HasResult   bool       `json:"has_result"`
+	// Destination is set on an outbox entry: the broker destination it is
+	// relayed to. Its state "completed" means the broker confirmed it.
+	Destination string `json:"destination,omitempty"`
 
 	ticket *claimcheck.Ticket
 	result *claimcheck.Ticket
@@ -57,7 +60,7 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 	}
 	args.Ticket = compactJSON(args.Ticket)
 	j := &JobInfo{
-		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State),
+		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State), Destination: args.Destination,
 		Dead:     row.State == rivertype.JobStateCancelled || row.State == rivertype.JobStateDiscarded,
 		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, TicketBytes: len(args.Ticket),
 		ArgsBytes: len(compactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt, FinalizedAt: row.FinalizedAt,

@@ -105,6 +105,36 @@ var registrySchema = []registryStep{
 		sqlite: `CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
 		pg:     `CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
 	},
+	{
+		// The broker consumers' inbox (Pipeline.Inbox): the latest outcome
+		// per message id, so a message delivered twice is processed once.
+		name:  "create table claimcheck_inbox",
+		table: "claimcheck_inbox",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_inbox (
+		message_id TEXT    NOT NULL PRIMARY KEY,
+		job_id     BIGINT  NOT NULL,
+		kind       TEXT    NOT NULL,
+		tenant     TEXT    NOT NULL,
+		action     TEXT    NOT NULL,
+		attempt    INTEGER NOT NULL,
+		reason     TEXT    NOT NULL,
+		error      TEXT    NOT NULL,
+		result     TEXT,
+		updated_at TIMESTAMP NOT NULL
+	)`,
+		pg: `CREATE TABLE IF NOT EXISTS claimcheck_inbox (
+		message_id TEXT    NOT NULL PRIMARY KEY,
+		job_id     BIGINT  NOT NULL,
+		kind       TEXT    NOT NULL,
+		tenant     TEXT    NOT NULL,
+		action     TEXT    NOT NULL,
+		attempt    INTEGER NOT NULL,
+		reason     TEXT    NOT NULL,
+		error      TEXT    NOT NULL,
+		result     TEXT,
+		updated_at TIMESTAMPTZ NOT NULL
+	)`,
+	},
 }
 
 // jobDB is an open job database with its River driver.

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -204,8 +205,12 @@ var kindRegexp = regexp.MustCompile(`^[a-z0-9]+(?:[_-]?[a-z0-9]+)*$`)
 
 // ValidateKind checks a job kind: 2 to 64 lowercase letters and digits,
 // single '-' or '_' between them (River's queue-name rule, plus its 2-byte
-// minimum for kinds).
+// minimum for kinds), not starting with "claimcheck-outbox-" (the outbox's
+// queues).
 func ValidateKind(kind string) error {
+	if strings.HasPrefix(kind, outboxQueuePrefix) {
+		return fmt.Errorf("kind %q is invalid: names starting with %q are reserved for the outbox", truncateName(kind), outboxQueuePrefix)
+	}
 	if len(kind) < 2 || len(kind) > 64 || !kindRegexp.MatchString(kind) {
 		shown := kind
 		if len(shown) > 64 {
@@ -237,11 +242,14 @@ type jobArgs struct {
 	Tenant         string          `json:"tenant" river:"unique"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty" river:"unique"`
 	Ticket         json.RawMessage `json:"ticket"`
+	// Destination is set on an outbox entry: the broker destination its
+	// relay publishes to.
+	Destination string `json:"destination,omitempty"`
 }
 
 // argsOverhead bounds the bytes jobArgs adds around a ticket: field names,
-// a 64-byte kind, a tenant and a 128-byte idempotency key.
-const argsOverhead = 64 + 64 + claimcheck.MaxTenantLen + MaxIdempotencyKeyLen
+// a 64-byte kind, a tenant, a 128-byte idempotency key and a destination.
+const argsOverhead = 64 + 64 + claimcheck.MaxTenantLen + MaxIdempotencyKeyLen + 16 + MaxDestinationLen
 
 // MaxIdempotencyKeyLen is the longest idempotency key, in bytes.
 const MaxIdempotencyKeyLen = 128

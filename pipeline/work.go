@@ -59,19 +59,25 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 	if err := river.AddWorkerSafely[jobArgs](workers, &worker{p: p, handlers: opts.Handlers, onDone: opts.OnDone}); err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
 	}
+	return p.runClient(ctx, workers, queues, kinds, opts.UntilEmpty)
+}
+
+// runClient runs a River client working queues until ctx is done or, with
+// untilEmpty, until none of them holds a pending job.
+func (p *Pipeline) runClient(ctx context.Context, workers *river.Workers, queues map[string]river.QueueConfig, names []string, untilEmpty bool) error {
 	cfg := p.riverConfig(workers)
 	cfg.Queues = queues
 	client, err := river.NewClient(p.driver, cfg)
 	if err != nil {
-		return fmt.Errorf("pipeline: work: %w", err)
+		return fmt.Errorf("pipeline: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := client.Start(runCtx); err != nil {
 		return fmt.Errorf("pipeline: start workers: %w", err)
 	}
-	if opts.UntilEmpty {
-		err = p.waitEmpty(runCtx, kinds)
+	if untilEmpty {
+		err = p.waitEmpty(runCtx, names)
 	} else {
 		<-runCtx.Done()
 	}

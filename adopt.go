@@ -1,0 +1,51 @@
+package claimcheck
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// Adopt checks in, for tenant, an object that another tool wrote to this
+// store's bucket under a key of its own (an AWS payload pointer's s3Key, for
+// instance), so it can be claimed like any payload. The object is read once,
+// as stored (no decryption), and must be exactly size bytes; it is then
+// checked in as CheckIn does (content-addressed key, digest computed,
+// encrypted if the store encrypts), and the new ticket returned. The
+// foreign object is left as it is.
+//
+// Adoption cannot verify that the bytes are the ones the other tool meant:
+// its format carries no digest. It checks the size, and from then on the
+// digest of what was read protects the payload.
+//
+// Errors: ErrTicketInvalid for an empty key; ErrPayloadMissing when the
+// object does not exist; ErrPayloadCorrupt when its size is not size (the
+// copy already checked in, if any, is left for the sweeper); ErrAccessDenied
+// or ErrUnavailable for store failures; CheckIn's errors otherwise.
+func (s *Store) Adopt(ctx context.Context, tenant, key string, size int64, opts *CheckInOptions) (*Ticket, error) {
+	if key == "" || size < 0 {
+		return nil, fmt.Errorf("claimcheck: adopt: empty key or negative size: %w", ErrTicketInvalid)
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, storeError("adopt: open foreign object", err, true)
+	}
+	defer r.Close()
+	// One byte more than expected, so a longer object is detected.
+	t, err := s.CheckIn(ctx, tenant, io.LimitReader(r, size+1), opts)
+	if err != nil {
+		return nil, err
+	}
+	if t.Size != size {
+		return nil, fmt.Errorf("claimcheck: adopt: foreign object of tenant %q is %s bytes, its pointer says %d: %w", tenant, sizeText(t.Size, size), size, ErrPayloadCorrupt)
+	}
+	return t, nil
+}
+
+// sizeText shows a read size, "more than" when the read stopped at limit+1.
+func sizeText(got, want int64) string {
+	if got > want {
+		return fmt.Sprintf("more than %d", want)
+	}
+	return fmt.Sprint(got)
+}

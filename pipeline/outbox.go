@@ -1,0 +1,381 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"gocloud.dev/gcerrors"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
+)
+
+// The transactional outbox. A job enqueued with EnqueueOptions.Destinations
+// is not worked by this pipeline's workers: it waits in the River queue
+// outboxQueuePrefix+destination until a relay (Relay) publishes its ticket
+// to that destination's broker and the broker confirms it. The entry, its
+// claims-registry row and the caller's own rows commit in one transaction
+// (EnqueueTx), after the payload's check-in has returned, so a ticket is
+// never published before its payload is stored, and an entry is never lost
+// to a broker outage: it stays in the queue, retried, until it goes out.
+
+// outboxQueuePrefix starts the River queue of every outbox destination.
+// ValidateKind refuses kinds that start with it, so no job of the pipeline
+// shares a queue with an outbox.
+const outboxQueuePrefix = "claimcheck-outbox-"
+
+// MaxDestinationLen is the longest destination name, in bytes: River's
+// 128-byte queue names, less the prefix, with room to spare.
+const MaxDestinationLen = 48
+
+// ValidateDestination checks an outbox destination name: 2 to
+// MaxDestinationLen characters a-z, 0-9, single '-' or '_' between them
+// (the rule of kinds).
+func ValidateDestination(dest string) error {
+	if len(dest) > MaxDestinationLen || ValidateKind(dest) != nil {
+		return fmt.Errorf("destination %q is invalid: use 2 to %d characters a-z, 0-9, single '-' or '_' between them", truncateName(dest), MaxDestinationLen)
+	}
+	return nil
+}
+
+func truncateName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+func outboxQueue(dest string) string { return outboxQueuePrefix + dest }
+
+// RelayOptions configure Relay.
+type RelayOptions struct {
+	// Destination is the outbox destination this relay serves. Required.
+	Destination string
+	// Transport is the broker the destination's entries are published to.
+	// Required; Relay does not close it. Check its size limit against the
+	// store at start-up with broker.CheckConfig.
+	Transport broker.Transport
+	// Batch bounds the entries in flight at once: fetched from the
+	// database, being published or awaiting the broker's confirmation.
+	// Memory depends on it, never on the backlog. Default 100.
+	Batch int
+	// UntilEmpty returns once the destination's outbox is empty (every
+	// entry sent or dead). Otherwise Relay runs until ctx is done.
+	UntilEmpty bool
+	// MaxRetryDelay caps the pause before an entry whose publish failed
+	// (the broker unreachable) is tried again; the pause doubles from one
+	// second per failed try of that entry. Default 15s: entries go out
+	// within that long of the broker's return.
+	MaxRetryDelay time.Duration
+	// OnSent, if set, is called after each publish attempt with the
+	// entry's job id and the attempt's error (nil once the broker
+	// confirmed it).
+	OnSent func(jobID int64, err error)
+}
+
+// Relay publishes the tickets of one destination's outbox entries to a
+// broker, oldest first, until ctx is done (or, with UntilEmpty, until the
+// outbox is empty). It reads tickets only, never payloads, and holds at
+// most Batch entries at once, so its memory does not depend on the
+// backlog's length or on the payloads' sizes.
+//
+// An entry counts as sent, and its job completes, only once the broker has
+// confirmed it (broker.Transport.Publish). A failed publish leaves the
+// entry in the outbox, retried after a pause (see MaxRetryDelay) as long as
+// it takes: an outage delays entries and loses none. A publish whose
+// confirmation was lost may reach the broker twice; every publish of an
+// entry carries the same broker.AttrID, which JetStream's duplicate window
+// and a consumer's broker.Inbox use to process it once. A message the
+// transport refuses for good (too large for it, broker.ErrMessageTooLarge,
+// or ErrConfig) dead-letters its entry with the reason.
+//
+// Each message carries the ticket as its body and the attributes
+// broker.AttrKind, AttrTenant, AttrID and AttrJob (the entry's job id).
+//
+// Errors: ErrConfig for a missing transport or an invalid destination;
+// River's start and stop errors, wrapped.
+func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
+	if opts.Transport == nil {
+		return fmt.Errorf("pipeline: relay: no transport: %w", claimcheck.ErrConfig)
+	}
+	if err := ValidateDestination(opts.Destination); err != nil {
+		return fmt.Errorf("pipeline: relay: %v: %w", err, claimcheck.ErrConfig)
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 100
+	}
+	if opts.MaxRetryDelay <= 0 {
+		opts.MaxRetryDelay = 15 * time.Second
+	}
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely[jobArgs](workers, &relayWorker{opts: opts}); err != nil {
+		return fmt.Errorf("pipeline: relay: %w", err)
+	}
+	queue := outboxQueue(opts.Destination)
+	return p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty)
+}
+
+type relayWorker struct {
+	river.WorkerDefaults[jobArgs]
+	opts RelayOptions
+	// failures counts publishes failed in a row, across entries (an outage
+	// fails them all); a confirmed publish resets it.
+	failures atomic.Int64
+}
+
+// Timeout bounds one publish and its confirmation.
+func (w *relayWorker) Timeout(*river.Job[jobArgs]) time.Duration { return time.Minute }
+
+func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err error) {
+	if w.opts.OnSent != nil {
+		defer func() {
+			var snooze *relaySnooze
+			if errors.As(err, &snooze) {
+				w.opts.OnSent(job.ID, snooze.err)
+				return
+			}
+			w.opts.OnSent(job.ID, err)
+		}()
+	}
+	enc := compactJSON(job.Args.Ticket)
+	t, err := claimcheck.ParseTicket(enc)
+	if err != nil {
+		return deadLetter(err)
+	}
+	m, err := broker.NewMessage(job.Args.JobKind, t)
+	if err != nil {
+		return deadLetter(err)
+	}
+	m.Attributes[broker.AttrID] = MessageID(job.ID, enc)
+	m.Attributes[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
+	if err := w.opts.Transport.Publish(ctx, []broker.Message{m}); err != nil {
+		if errors.Is(err, broker.ErrMessageTooLarge) || errors.Is(err, claimcheck.ErrConfig) {
+			return deadLetter(fmt.Errorf("pipeline: relay %s to %s: %w", t, w.opts.Destination, err))
+		}
+		// Snoozing keeps the entry without spending an attempt: an outage
+		// of any length loses nothing.
+		n := w.failures.Add(1)
+		delay := time.Second
+		for i := int64(1); i < n && delay < w.opts.MaxRetryDelay; i++ {
+			delay *= 2
+		}
+		return &relaySnooze{snooze: river.JobSnooze(min(delay, w.opts.MaxRetryDelay)), err: err}
+	}
+	w.failures.Store(0)
+	return nil
+}
+
+// relaySnooze is River's snooze carrying the publish error for OnSent.
+type relaySnooze struct {
+	snooze error // *rivertype.JobSnoozeError
+	err    error
+}
+
+func (e *relaySnooze) Error() string   { return "publish failed, retrying: " + e.err.Error() }
+func (e *relaySnooze) Unwrap() []error { return []error{e.snooze, e.err} }
+
+// MessageID is the broker.AttrID of an outbox entry: the same for every
+// publish of the entry, different for every entry (it digests the job id
+// with the encoded ticket, whose creation time and digest differ even where
+// a SQLite job id is reused after a rollback). 32 lowercase hex characters
+// after "cc-".
+func MessageID(jobID int64, ticket []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\n", jobID)
+	h.Write(ticket)
+	return "cc-" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// Inbox is the idempotent receiver of broker consumers (broker.Inbox) on
+// this pipeline's database: one row per message id in claimcheck_inbox with
+// the latest outcome, and a claims-registry row for each result.
+func (p *Pipeline) Inbox() broker.Inbox { return inbox{p} }
+
+type inbox struct{ p *Pipeline }
+
+// Processed implements broker.Inbox.
+func (in inbox) Processed(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := in.p.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM claimcheck_inbox WHERE message_id = $1 AND action = $2`, id, string(broker.Acked)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("pipeline: inbox lookup: %w", err)
+	}
+	return n > 0, nil
+}
+
+// Record implements broker.Inbox: it upserts the outcome (never replacing
+// an acked one) and, for a result, writes its claims-registry row under
+// the outbox entry's job id (0 for a message from elsewhere), in one
+// transaction.
+func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
+	var result sql.NullString
+	if o.Result != nil {
+		b, err := o.Result.Marshal()
+		if err != nil {
+			return err
+		}
+		result = sql.NullString{String: string(b), Valid: true}
+	}
+	var errText string
+	if o.Err != nil {
+		errText = o.Err.Error()
+	}
+	return in.p.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO claimcheck_inbox (message_id, job_id, kind, tenant, action, attempt, reason, error, result, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (message_id) DO UPDATE SET job_id = excluded.job_id, kind = excluded.kind, tenant = excluded.tenant,
+				action = excluded.action, attempt = excluded.attempt, reason = excluded.reason, error = excluded.error,
+				result = excluded.result, updated_at = excluded.updated_at
+			WHERE claimcheck_inbox.action <> 'acked'`,
+			o.ID, o.Job, o.Kind, o.Tenant, string(o.Action), o.Attempt, o.Reason, errText, result, time.Now().UTC())
+		if err != nil {
+			return fmt.Errorf("pipeline: inbox record: %w", err)
+		}
+		if o.Action == broker.Acked && o.Result != nil {
+			return register(ctx, tx, o.Job, roleResult, o.Result)
+		}
+		return nil
+	})
+}
+
+// InboxEntry is a broker message's latest recorded outcome.
+type InboxEntry struct {
+	MessageID string
+	// Job is the outbox entry the message came from (0 if unknown).
+	Job     int64
+	Kind    string
+	Tenant  string
+	Action  string
+	Attempt int
+	Reason  string
+	Error   string
+	Result  *claimcheck.Ticket
+	Updated time.Time
+}
+
+// InboxList calls fn for every inbox entry, ordered by job id then message
+// id. The result tickets are parsed; no payload is read.
+func (p *Pipeline) InboxList(ctx context.Context, fn func(*InboxEntry) error) error {
+	rows, err := p.db.QueryContext(ctx, `SELECT message_id, job_id, kind, tenant, action, attempt, reason, error, result, updated_at
+		FROM claimcheck_inbox ORDER BY job_id, message_id`)
+	if err != nil {
+		return fmt.Errorf("pipeline: inbox list: %w", err)
+	}
+	var entries []*InboxEntry
+	for rows.Next() {
+		e := &InboxEntry{}
+		var result sql.NullString
+		if err := rows.Scan(&e.MessageID, &e.Job, &e.Kind, &e.Tenant, &e.Action, &e.Attempt, &e.Reason, &e.Error, &result, &e.Updated); err != nil {
+			rows.Close()
+			return fmt.Errorf("pipeline: inbox list: %w", err)
+		}
+		if result.Valid {
+			if e.Result, err = claimcheck.ParseTicket([]byte(result.String)); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		entries = append(entries, e)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("pipeline: inbox list: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pipeline: inbox list: %w", err)
+	}
+	// Rows are closed before fn runs: SQLite has one connection.
+	for _, e := range entries {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Release implements broker.Releaser (opt-in deletion on acknowledgement):
+// it deletes outbox entry job's registry row for t's object and, if no
+// registry row refers to the object any more (no other subscriber's entry,
+// pending or acknowledged-but-unreleased, and no job of the pipeline), the
+// object itself, after the transaction commits. It reports whether the
+// object was deleted.
+//
+// Known race: a check-in of identical content for the same tenant that
+// reuses the object between this commit and the delete leaves that new
+// ticket dangling (its claim fails as payload-missing). Deployments that
+// resubmit identical payloads concurrently should use named keys or leave
+// deletion to retention and the sweeper.
+func (p *Pipeline) Release(ctx context.Context, job int64, t *claimcheck.Ticket) (bool, error) {
+	if t == nil || t.IsInline() {
+		return false, nil
+	}
+	lock := ""
+	if p.dialect != "sqlite" {
+		lock = " FOR UPDATE"
+	}
+	var left int
+	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		// Lock the object's rows (PostgreSQL; SQLite has one writer), so
+		// two releases of its last two references cannot both see one left.
+		rows, err := tx.QueryContext(ctx, `SELECT job_id FROM claimcheck_claim WHERE object_key = $1`+lock, t.Key)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			left++
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		left -= int(n)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("pipeline: release %s: %w", t, err)
+	}
+	if left > 0 {
+		return false, nil
+	}
+	if err := p.store.Bucket().Delete(ctx, t.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return false, fmt.Errorf("pipeline: release %s: delete object (code %v): %w", t, gcerrors.Code(err), claimcheck.ErrUnavailable)
+	}
+	return true, nil
+}
+
+// inTx runs fn in a transaction, committed if fn returns nil.
+func (p *Pipeline) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pipeline: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("pipeline: commit: %w", err)
+	}
+	return nil
+}
+
+// isOutboxQueue reports whether a River queue is an outbox's, and its
+// destination.
+func isOutboxQueue(queue string) (string, bool) {
+	return strings.CutPrefix(queue, outboxQueuePrefix)
+}

@@ -1,0 +1,277 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/broker/brokertest"
+	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+)
+
+// outageTransport wraps a Fake and refuses publishes while down, as a
+// broker does during an outage (the real outage is tested against
+// RabbitMQ and NATS in their packages and in the command's tests).
+type outageTransport struct {
+	*brokertest.Fake
+	down      atomic.Bool
+	refused   atomic.Int64
+	published atomic.Int64
+}
+
+func (o *outageTransport) Publish(ctx context.Context, msgs []broker.Message) error {
+	if o.down.Load() {
+		o.refused.Add(1)
+		return fmt.Errorf("outage stand-in: connection refused: %w", claimcheck.ErrUnavailable)
+	}
+	o.published.Add(int64(len(msgs)))
+	return o.Fake.Publish(ctx, msgs)
+}
+
+func (b *testBundle) relay(t *testing.T, dest string, tr broker.Transport, onSent func(int64, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, workTimeout)
+	defer cancel()
+	if err := b.p.Relay(ctx, RelayOptions{Destination: dest, Transport: tr, UntilEmpty: true, Batch: 7, MaxRetryDelay: 200 * time.Millisecond, OnSent: onSent}); err != nil {
+		t.Fatalf("Relay(%s): %v", dest, err)
+	}
+}
+
+// drain receives every ready message of f.
+func drain(t *testing.T, f broker.Transport) []*broker.Delivery {
+	t.Helper()
+	var all []*broker.Delivery
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		ds, err := f.Receive(ctx, 100)
+		cancel()
+		if err != nil {
+			return all
+		}
+		all = append(all, ds...)
+	}
+}
+
+func countRows(t *testing.T, b *testBundle, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.p.db.QueryRowContext(b.ctx, query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// TestOutboxFanOutRelayConsume: entries for two destinations commit with
+// their registry rows; a rolled-back enqueue sends nothing; each relay
+// publishes its destination's tickets once, with a stable AttrID; consumers
+// with the Inbox process each message once even when it is published twice;
+// with DeleteOnAck the object goes only after both subscribers released it.
+func TestOutboxFanOutRelayConsume(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newDB func(testing.TB) string) {
+		b := setup(t, newDB(t), &testOpts{store: claimcheck.Options{InlineThreshold: 16}})
+		const n = 12
+		var tickets []*claimcheck.Ticket
+		for i := range n {
+			res, err := b.p.Enqueue(b.ctx, "pages", "acme", strings.NewReader(fmt.Sprintf("payload %d %s", i, strings.Repeat("x", 100))),
+				&EnqueueOptions{Destinations: []string{"billing", "search"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.JobIDs) != 2 || res.JobIDs[0] != res.JobID {
+				t.Fatalf("JobIDs = %v, JobID %d", res.JobIDs, res.JobID)
+			}
+			tickets = append(tickets, res.Ticket)
+		}
+		// A rolled-back enqueue leaves no entry.
+		tk, err := b.store.CheckIn(b.ctx, "acme", strings.NewReader("rolled back "+strings.Repeat("y", 64)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := b.p.DB().BeginTx(b.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.p.EnqueueTx(b.ctx, tx, "pages", tk, &EnqueueOptions{Destinations: []string{"billing"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if got := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_claim WHERE role = 'payload'`); got != 2*n {
+			t.Fatalf("registry rows = %d, want %d", got, 2*n)
+		}
+		// Pipeline workers never see outbox entries.
+		rec := &recorder{}
+		b.work(t, map[string]claimcheck.Handler{"pages": rec})
+		if rec.count() != 0 {
+			t.Fatalf("pipeline worker ran %d outbox entries", rec.count())
+		}
+
+		billing, search := &outageTransport{Fake: brokertest.NewFake(64 << 10)}, brokertest.NewFake(64<<10)
+		billing.down.Store(true)
+		var sentErrs atomic.Int64
+		go func() { time.Sleep(500 * time.Millisecond); billing.down.Store(false) }()
+		b.relay(t, "billing", billing, func(_ int64, err error) {
+			if err != nil {
+				sentErrs.Add(1)
+			}
+		})
+		b.relay(t, "search", search, nil)
+		if billing.refused.Load() == 0 || sentErrs.Load() == 0 {
+			t.Fatalf("the outage stand-in refused %d publishes, OnSent saw %d errors: the outage was not exercised", billing.refused.Load(), sentErrs.Load())
+		}
+		if got := billing.published.Load(); got != n {
+			t.Fatalf("billing: %d published after the outage, want %d (each entry once)", got, n)
+		}
+		if got := countRows(t, b, `SELECT COUNT(*) FROM river_job WHERE state = 'completed' AND queue LIKE 'claimcheck-outbox-%'`); got != 2*n {
+			t.Fatalf("%d outbox entries completed, want %d", got, 2*n)
+		}
+
+		msgs := map[string][]*broker.Delivery{"billing": drain(t, billing), "search": drain(t, search)}
+		for dest, ds := range msgs {
+			if len(ds) != n {
+				t.Fatalf("%s received %d messages, want %d", dest, len(ds), n)
+			}
+			ids := map[string]bool{}
+			for _, d := range ds {
+				id := d.Attributes[broker.AttrID]
+				if !strings.HasPrefix(id, "cc-") || ids[id] || d.Attributes[broker.AttrJob] == "" || d.Attributes[broker.AttrKind] != "pages" {
+					t.Fatalf("%s: message attributes %v", dest, d.Attributes)
+				}
+				ids[id] = true
+				if int64(len(d.Body)) > claimcheck.MaxTicketBytes {
+					t.Fatalf("%s: body of %d bytes is not a ticket", dest, len(d.Body))
+				}
+			}
+			// Put the messages back, each twice: a duplicate publish.
+			for _, d := range ds {
+				m := broker.Message{Body: d.Body, Attributes: d.Attributes}
+				tr := broker.Transport(search)
+				if dest == "billing" {
+					tr = billing.Fake
+				}
+				if err := tr.Publish(b.ctx, []broker.Message{m, m}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+
+		// Consume billing: every object stays (search still refers to it).
+		var runs sync.Map
+		h := claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
+			v, _ := runs.LoadOrStore(job.ID, new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+			body, err := job.Payload.Open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer body.Close()
+			return &claimcheck.Result{Body: bytes.NewReader([]byte("ok")), ContentType: "text/plain"}, nil
+		})
+		consume := func(tr broker.Transport) (dups, deleted int) {
+			ctx, cancel := context.WithCancel(b.ctx)
+			defer cancel()
+			var acked atomic.Int64
+			var mu sync.Mutex
+			done := make(chan error, 1)
+			go func() {
+				done <- broker.Consume(ctx, tr, b.store, broker.ConsumeOptions{
+					Handlers: map[string]claimcheck.Handler{"pages": h}, Inbox: b.p.Inbox(), DeleteOnAck: b.p,
+					OnDone: func(d *broker.Delivery, o broker.Outcome) {
+						if o.Action != broker.Acked {
+							t.Errorf("message %s: %s %v", o.ID, o.Action, o.Err)
+						}
+						mu.Lock()
+						if o.Duplicate {
+							dups++
+						}
+						if o.Deleted {
+							deleted++
+						}
+						mu.Unlock()
+						if acked.Add(1) == 2*n {
+							cancel()
+						}
+					},
+					OnError: func(err error) { t.Errorf("consume: %v", err) },
+				})
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(workTimeout):
+				t.Fatalf("consume: %d of %d settled", acked.Load(), 2*n)
+			}
+			return dups, deleted
+		}
+		if dups, deleted := consume(billing.Fake); dups != n || deleted != 0 {
+			t.Fatalf("billing: %d duplicates suppressed (want %d), %d objects deleted (want 0)", dups, n, deleted)
+		}
+		for _, tk := range tickets {
+			if info, err := b.store.Stat(b.ctx, tk); err != nil || !info.Exists {
+				t.Fatalf("object of %s gone after the first subscriber's ack: %v", tk, err)
+			}
+		}
+		if dups, deleted := consume(search); dups != n || deleted != n {
+			t.Fatalf("search: %d duplicates suppressed (want %d), %d objects deleted (want %d)", dups, n, deleted, n)
+		}
+		for _, tk := range tickets {
+			if info, err := b.store.Stat(b.ctx, tk); err != nil || info.Exists {
+				t.Fatalf("object of %s kept after every subscriber released it: %v", tk, err)
+			}
+		}
+		runs.Range(func(k, v any) bool {
+			if c := v.(*atomic.Int64).Load(); c != 1 {
+				t.Errorf("message %v handled %d times", k, c)
+			}
+			return true
+		})
+		var entries, withResult int
+		if err := b.p.InboxList(b.ctx, func(e *InboxEntry) error {
+			entries++
+			if e.Action == string(broker.Acked) && e.Result != nil && e.Job > 0 {
+				withResult++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if entries != 2*n || withResult != 2*n {
+			t.Fatalf("inbox: %d entries, %d acked with a result and a job, want %d", entries, withResult, 2*n)
+		}
+	})
+}
+
+func TestOutboxValidation(t *testing.T) {
+	b := setup(t, dbtest.SQLite(t), nil)
+	for _, opts := range []*EnqueueOptions{
+		{Destinations: []string{"A"}},
+		{Destinations: []string{"x"}},
+		{Destinations: []string{"ok", "ok"}},
+		{Destinations: []string{strings.Repeat("d", MaxDestinationLen+1)}},
+	} {
+		_, err := b.p.Enqueue(b.ctx, "pages", "acme", strings.NewReader("z"), opts)
+		if !errors.Is(err, claimcheck.ErrTicketInvalid) {
+			t.Errorf("destinations %q: err = %v, want ErrTicketInvalid", opts.Destinations, err)
+		}
+	}
+	if err := ValidateKind(outboxQueuePrefix + "billing"); err == nil {
+		t.Error("a kind in the outbox's queue space was accepted")
+	}
+	if err := b.p.Relay(b.ctx, RelayOptions{Destination: "billing"}); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Errorf("relay without transport: %v", err)
+	}
+	if err := b.p.Relay(b.ctx, RelayOptions{Destination: "B!", Transport: brokertest.NewFake(1024)}); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Errorf("relay with a bad destination: %v", err)
+	}
+}
