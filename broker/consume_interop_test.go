@@ -1,0 +1,183 @@
+package broker_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/broker/brokertest"
+)
+
+const pointerBucket = "claimcheck-interop"
+
+// consumeOnce publishes m to a fresh Fake, consumes it with opts and
+// returns the outcome and how often the handler ran; the handler checks
+// that it sees want's bytes.
+func consumeOnce(t *testing.T, store *claimcheck.Store, m broker.Message, opts broker.ConsumeOptions, want []byte) (broker.Outcome, int64) {
+	t.Helper()
+	tr := brokertest.NewFake(256 << 10)
+	if err := tr.Publish(t.Context(), []broker.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	opts.Handlers = map[string]claimcheck.Handler{"pdf": claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
+		runs.Add(1)
+		r, err := job.Payload.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		got, err := io.ReadAll(r)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("handler saw %d bytes, not the %d bytes written", len(got), len(want))
+		}
+		return nil, nil
+	})}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var out broker.Outcome
+	opts.OnDone = func(_ *broker.Delivery, o broker.Outcome) { out = o; cancel() }
+	opts.OnError = func(err error) { t.Errorf("consume: %v", err) }
+	if err := broker.Consume(ctx, tr, store, opts); err != nil {
+		t.Fatal(err)
+	}
+	if out.Action == "" {
+		t.Fatal("no delivery settled")
+	}
+	return out, runs.Load()
+}
+
+// TestConsumeAWSMessages: messages as the AWS extended clients build them
+// (pointer body and marker attribute, optionally inside an SNS envelope)
+// are claimed by Consume; what cannot be verified or recognised is
+// dead-lettered on attempt 1 and never reaches a handler.
+func TestConsumeAWSMessages(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	pdf, err := os.ReadFile("../testdata/pdf/bash.pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Java client uploads the payload under a random UUID key, then
+	// sends the pointer; we do the same.
+	const foreignKey = "6f1f3c2e-7b0e-4c39-9d1e-5f9a8f0b2c41"
+	if err := store.Bucket().WriteAll(ctx, foreignKey, pdf, nil); err != nil {
+		t.Fatal(err)
+	}
+	size := strconv.Itoa(len(pdf))
+	javaBody := []byte(`["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"` + pointerBucket + `","s3Key":"` + foreignKey + `"}]`)
+	pythonLegacy := []byte(`["com.amazon.sqs.javamessaging.MessageS3Pointer", {"s3BucketName": "` + pointerBucket + `", "s3Key": "` + foreignKey + `"}]`)
+	adopt := broker.ConsumeOptions{DefaultKind: "pdf", PointerBucket: pointerBucket, AdoptTenant: "aws"}
+
+	t.Run("JavaPointerAdopted", func(t *testing.T) {
+		o, runs := consumeOnce(t, store, broker.Message{Body: javaBody, Attributes: map[string]string{broker.AttrPayloadSize: size}}, adopt, pdf)
+		sum := sha256.Sum256(pdf)
+		if o.Action != broker.Acked || runs != 1 || o.Ticket == nil || o.Ticket.SHA256 != hex.EncodeToString(sum[:]) || o.Tenant != "aws" {
+			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
+		}
+	})
+	t.Run("PythonLegacyPointerViaSNS", func(t *testing.T) {
+		env := broker.SNSWrap(t, string(pythonLegacy), map[string][2]string{broker.AttrLegacyPayloadSize: {"Number", size}})
+		o, runs := consumeOnce(t, store, broker.Message{Body: env}, adopt, pdf)
+		if o.Action != broker.Acked || runs != 1 {
+			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
+		}
+	})
+	dead := func(t *testing.T, m broker.Message, opts broker.ConsumeOptions, reason string) {
+		t.Helper()
+		o, runs := consumeOnce(t, store, m, opts, pdf)
+		if o.Action != broker.DeadLettered || o.Attempt != 1 || o.Reason != reason || runs != 0 {
+			t.Fatalf("outcome %s on attempt %d, reason %q (want dead-lettered, 1, %q); handler ran %d times; err %v", o.Action, o.Attempt, o.Reason, reason, runs, o.Err)
+		}
+	}
+	marker := map[string]string{broker.AttrPayloadSize: size}
+	t.Run("ForeignPointerRefusedWithoutAdoption", func(t *testing.T) {
+		dead(t, broker.Message{Body: javaBody, Attributes: marker}, broker.ConsumeOptions{DefaultKind: "pdf", PointerBucket: pointerBucket}, "ticket-invalid")
+	})
+	t.Run("PointerRefusedWithoutBucket", func(t *testing.T) {
+		dead(t, broker.Message{Body: javaBody, Attributes: marker}, broker.ConsumeOptions{DefaultKind: "pdf"}, "ticket-invalid")
+	})
+	t.Run("OtherBucket", func(t *testing.T) {
+		dead(t, broker.Message{Body: javaBody, Attributes: marker}, broker.ConsumeOptions{DefaultKind: "pdf", PointerBucket: "another", AdoptTenant: "aws"}, "ticket-invalid")
+	})
+	t.Run("NoKindNoDefault", func(t *testing.T) {
+		dead(t, broker.Message{Body: javaBody, Attributes: marker}, broker.ConsumeOptions{PointerBucket: pointerBucket, AdoptTenant: "aws"}, "ticket-invalid")
+	})
+	t.Run("WrongSizeMarker", func(t *testing.T) {
+		dead(t, broker.Message{Body: javaBody, Attributes: map[string]string{broker.AttrPayloadSize: strconv.Itoa(len(pdf) - 1)}}, adopt, "payload-corrupt")
+		dead(t, broker.Message{Body: javaBody, Attributes: map[string]string{broker.AttrPayloadSize: strconv.Itoa(len(pdf) + 1)}}, adopt, "payload-corrupt")
+	})
+	t.Run("MissingForeignObject", func(t *testing.T) {
+		body := bytes.Replace(javaBody, []byte(foreignKey), []byte("no-such-object"), 1)
+		dead(t, broker.Message{Body: body, Attributes: marker}, adopt, "payload-missing")
+	})
+	t.Run("Garbage", func(t *testing.T) {
+		for _, body := range []string{"", "%PDF-1.7 raw bytes", `{"hello":"world"}`, `["x"]`, `[1,2]`} {
+			dead(t, broker.Message{Body: []byte(body), Attributes: map[string]string{broker.AttrKind: "pdf"}}, adopt, "ticket-invalid")
+		}
+	})
+
+	// A pointer claimcheck writes names a claimcheck object and carries its
+	// digest: it is claimed and verified like the ticket, without a copy.
+	tk, err := store.CheckIn(ctx, "acme", bytes.NewReader(pdf), &claimcheck.CheckInOptions{ContentType: "application/pdf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := broker.NewPointer(pointerBucket, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.Message(map[string]string{broker.AttrKind: "pdf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ClaimcheckPointerVerified", func(t *testing.T) {
+		o, runs := consumeOnce(t, store, m, broker.ConsumeOptions{PointerBucket: pointerBucket}, pdf)
+		if o.Action != broker.Acked || runs != 1 || o.Ticket.Key != tk.Key || o.Tenant != "acme" {
+			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
+		}
+	})
+	t.Run("ClaimcheckPointerAlteredDigest", func(t *testing.T) {
+		bad := broker.Message{Body: m.Body, Attributes: map[string]string{}}
+		for k, v := range m.Attributes {
+			bad.Attributes[k] = v
+		}
+		d := []byte(tk.SHA256)
+		d[0] ^= 1
+		bad.Attributes[broker.AttrSHA256] = string(d)
+		o, runs := consumeOnce(t, store, bad, broker.ConsumeOptions{PointerBucket: pointerBucket}, pdf)
+		if o.Action != broker.DeadLettered || runs != 0 || !(errors.Is(o.Err, claimcheck.ErrTicketInvalid) || errors.Is(o.Err, claimcheck.ErrPayloadCorrupt)) {
+			t.Fatalf("outcome %s %v, handler ran %d times", o.Action, o.Err, runs)
+		}
+	})
+	t.Run("TicketViaSNS", func(t *testing.T) {
+		tm, err := broker.NewMessage("pdf", tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := broker.SNSWrap(t, string(tm.Body), map[string][2]string{broker.AttrKind: {"String", "pdf"}})
+		o, runs := consumeOnce(t, store, broker.Message{Body: env}, broker.ConsumeOptions{}, pdf)
+		if o.Action != broker.Acked || runs != 1 {
+			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
+		}
+	})
+}

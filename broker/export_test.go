@@ -1,0 +1,4 @@
+package broker
+
+// SNSWrap is snsWrap for the external tests.
+var SNSWrap = snsWrap
