@@ -379,3 +379,13 @@ func (p *Pipeline) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 func isOutboxQueue(queue string) (string, bool) {
 	return strings.CutPrefix(queue, outboxQueuePrefix)
 }
+
+// OutboxEmpty reports whether destination's outbox holds no entry waiting
+// to be sent (every entry sent or dead).
+func (p *Pipeline) OutboxEmpty(ctx context.Context, destination string) (bool, error) {
+	res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(outboxQueue(destination)).States(pendingStates...).First(1))
+	if err != nil {
+		return false, fmt.Errorf("pipeline: poll outbox %s: %w", destination, err)
+	}
+	return len(res.Jobs) == 0, nil
+}

@@ -37,7 +37,12 @@ func newSubmit(g *globals) *cobra.Command {
 		Short: "Check a payload in and enqueue one job carrying its ticket",
 		Long: `Check a payload in (a file, or standard input with "-") and enqueue one job of
 kind K for tenant T. The payload is stored before the job exists. With an
-idempotency key, submitting again returns the first job and stores nothing new.`,
+idempotency key, submitting again returns the first job and stores nothing new.
+
+With --broker, the job goes into the outbox of --destination in the same
+transaction, and submit then relays the outbox to the broker for up to 15
+seconds; what the broker does not confirm by then stays in the outbox for
+relay, work or run --broker to send.`,
 		Args: exactArgs(1, "FILE or -"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if kind == "" || tenant == "" {
@@ -65,12 +70,20 @@ idempotency key, submitting again returns the first job and stores nothing new.`
 			if !allowEmpty {
 				in = &nonEmpty{r: in, what: args[0]}
 			}
+			var dests []string
+			if g.brokerURL != "" {
+				dests = []string{g.destination}
+			}
 			res, err := e.pipe.Enqueue(cmd.Context(), kind, tenant, in, &pipeline.EnqueueOptions{
 				IdempotencyKey: idem,
 				CheckIn:        claimcheck.CheckInOptions{ContentType: contentType, Name: name, Version: version},
+				Destinations:   dests,
 			})
 			if err != nil {
 				return err
+			}
+			if dests != nil {
+				defer relayNow(cmd, g, e, kind)
 			}
 			out := submitted{ID: res.JobID, Duplicate: res.Duplicate, Kind: kind, Tenant: tenant, Inline: res.Ticket.IsInline(),
 				TicketBytes: res.TicketBytes, Size: res.Ticket.Size, SHA256: res.Ticket.DigestPrefix()}

@@ -43,6 +43,8 @@ type globals struct {
 	logLevel        string
 	stderr          io.Writer
 	envErrs         []error
+	brokerURL       string
+	destination     string
 	memOK           bool // the command runs submit and work in one process
 	readOnly        bool // the command only reads: it must not create a database
 }
@@ -95,6 +97,9 @@ func (g *globals) validate() error {
 		return usagef("--max-payload-size %d: use 0 (no limit) or a positive number of bytes", g.maxPayloadSize)
 	case g.maxAttempts < 1 || g.maxAttempts > 1000:
 		return usagef("--max-attempts %d: use 1 to 1000", g.maxAttempts)
+	}
+	if err := pipeline.ValidateDestination(g.destination); err != nil {
+		return usagef("--destination: %v", err)
 	}
 	return nil
 }
@@ -178,11 +183,13 @@ in the data directory.`,
 	f.BoolVar(&g.alwaysOffload, "always-offload", envBool("CLAIMCHECK_ALWAYS_OFFLOAD", &g.envErrs), "store every payload as an object, however small (env CLAIMCHECK_ALWAYS_OFFLOAD=1)")
 	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0, &g.envErrs), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
 	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts, &g.envErrs)), "attempts of a job failing transiently before it is dead; set on the jobs a command submits (env CLAIMCHECK_MAX_ATTEMPTS)")
+	f.StringVar(&g.brokerURL, "broker", envOr("CLAIMCHECK_BROKER", ""), "send jobs through this broker instead of the job database's queue: amqp://user:pass@host:5672/?queue=Q (RabbitMQ) or nats://host:4222?stream=S (NATS JetStream); submit writes the outbox, work and run relay and consume (env CLAIMCHECK_BROKER)")
+	f.StringVar(&g.destination, "destination", envOr("CLAIMCHECK_DESTINATION", "default"), "outbox destination name of --broker: the outbox queue the relay publishes from (env CLAIMCHECK_DESTINATION)")
 	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	root.AddCommand(
 		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g),
-		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g),
+		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g),
 	)
 	return root
 }

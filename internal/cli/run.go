@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
@@ -66,7 +67,11 @@ func newRun(g *globals) *cobra.Command {
 		Long: `Submit every file named, and every *.pdf file under each directory named, as a
 pdf-info job; work them in this process with the built-in handler (page count
 and metadata, through pdfcpu), storing a JSON result per document; then print
-a table of the jobs and a summary.`,
+a table of the jobs and a summary.
+
+With --broker, the jobs go through the outbox to the broker instead: this
+process relays them, consumes them from the broker with the same handler, and
+records each outcome in the job database's inbox.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("run needs files or directories, e.g. claimcheck run testdata/pdf")
@@ -89,26 +94,37 @@ a table of the jobs and a summary.`,
 			defer e.Close()
 			start := time.Now()
 			stderr := cmd.ErrOrStderr()
+			var tr broker.Transport
+			var dests []string
+			if g.brokerURL != "" {
+				if tr, err = g.openBroker(cmd.Context(), e, pdfinfo.Kind); err != nil {
+					return err
+				}
+				defer tr.Close()
+				dests = []string{g.destination}
+			}
 			jobs := make([]*runJob, 0, len(files))
 			for _, f := range files {
-				j, err := submitFile(cmd, e, tenant, f, stderr)
+				j, err := submitFile(cmd, e, tenant, f, stderr, dests)
 				if err != nil {
 					return err
 				}
 				jobs = append(jobs, j)
 			}
-			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
-				Handlers:    map[string]claimcheck.Handler{pdfinfo.Kind: pdfinfo.Handler()},
-				Concurrency: concurrency,
-				UntilEmpty:  true,
-			})
+			handlers := map[string]claimcheck.Handler{pdfinfo.Kind: pdfinfo.Handler()}
+			outcome := pipelineOutcome(cmd, e)
+			if tr != nil {
+				outcome, err = runBroker(cmd, g, e, tr, handlers, concurrency, jobs)
+			} else {
+				err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, UntilEmpty: true})
+			}
 			if err != nil {
 				return err
 			}
 			if err := cmd.Context().Err(); err != nil {
 				return fmt.Errorf("interrupted; jobs stay queued, resume with: claimcheck work --kind %s --until-empty", pdfinfo.Kind)
 			}
-			sum, err := summarise(cmd, e, jobs, time.Since(start))
+			sum, err := summarise(cmd, e, jobs, time.Since(start), outcome)
 			if err != nil {
 				return err
 			}
@@ -125,6 +141,55 @@ a table of the jobs and a summary.`,
 	c.Flags().StringVar(&tenant, "tenant", "local", "tenant owning the documents")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
 	return c
+}
+
+// runBroker relays and consumes until every job of run has a final outcome
+// in the inbox, and returns the outcome lookup for summarise.
+func runBroker(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, jobs []*runJob) (func(int64) (*jobOutcome, error), error) {
+	final := func() (map[int64]*pipeline.InboxEntry, error) {
+		m := map[int64]*pipeline.InboxEntry{}
+		err := e.pipe.InboxList(cmd.Context(), func(en *pipeline.InboxEntry) error {
+			if en.Action == string(broker.Acked) || en.Action == string(broker.DeadLettered) {
+				m[en.Job] = en
+			}
+			return nil
+		})
+		return m, err
+	}
+	_, err := brokerWork(cmd.Context(), g, e, tr, handlers, concurrency, true, cmd.ErrOrStderr(), func(*brokerTally) (bool, error) {
+		m, err := final()
+		if err != nil {
+			return false, err
+		}
+		for _, j := range jobs {
+			if m[j.ID] == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := final()
+	if err != nil {
+		return nil, err
+	}
+	return func(id int64) (*jobOutcome, error) {
+		info, err := e.pipe.Get(cmd.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		o := &jobOutcome{state: "sent", argsBytes: info.ArgsBytes}
+		if en := m[id]; en != nil {
+			o.attempts, o.reason, o.result = en.Attempt, en.Reason, en.Result
+			o.state = "completed"
+			if en.Action == string(broker.DeadLettered) {
+				o.state, o.dead = pipeline.StateDead, true
+			}
+		}
+		return o, nil
+	}, nil
 }
 
 // collectFiles expands the arguments: files as named, directories walked for
@@ -179,14 +244,14 @@ func collectFiles(args []string) ([]string, error) {
 	return files, nil
 }
 
-func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Writer) (*runJob, error) {
+func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Writer, dests []string) (*runJob, error) {
 	in, ct, closeIn, err := openInput(cmd, path)
 	if err != nil {
 		return nil, err
 	}
 	defer closeIn()
 	st, _ := os.Stat(path)
-	opts := &pipeline.EnqueueOptions{CheckIn: claimcheck.CheckInOptions{ContentType: ct}}
+	opts := &pipeline.EnqueueOptions{CheckIn: claimcheck.CheckInOptions{ContentType: ct}, Destinations: dests}
 	var bar *progressbar.ProgressBar
 	if st.Size() >= progressMin {
 		bar = progressbar.NewOptions64(st.Size(),
@@ -208,19 +273,40 @@ func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Write
 	return &runJob{ID: res.JobID, File: path, Size: res.Ticket.Size, Inline: res.Ticket.IsInline(), TicketBytes: res.TicketBytes, key: res.Ticket.Key}, nil
 }
 
-func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration) (*runSummary, error) {
-	s := &runSummary{Jobs: len(jobs), ElapsedSeconds: elapsed.Seconds()}
-	objects := map[string]int64{}
-	for i, j := range jobs {
-		info, err := e.pipe.Get(cmd.Context(), j.ID)
+// jobOutcome is how one submitted job ended, as summarise needs it.
+type jobOutcome struct {
+	state     string
+	dead      bool
+	attempts  int
+	reason    string
+	argsBytes int
+	result    *claimcheck.Ticket
+}
+
+// pipelineOutcome reads a job's outcome from the job database.
+func pipelineOutcome(cmd *cobra.Command, e *env) func(id int64) (*jobOutcome, error) {
+	return func(id int64) (*jobOutcome, error) {
+		info, err := e.pipe.Get(cmd.Context(), id)
 		if err != nil {
 			return nil, err
 		}
-		j.State, j.Attempts, j.Reason, j.argsBytes = info.State, info.Attempts, info.Reason, info.ArgsBytes
+		return &jobOutcome{state: info.State, dead: info.Dead, attempts: info.Attempts, reason: info.Reason, argsBytes: info.ArgsBytes, result: info.ResultTicket()}, nil
+	}
+}
+
+func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration, outcome func(id int64) (*jobOutcome, error)) (*runSummary, error) {
+	s := &runSummary{Jobs: len(jobs), ElapsedSeconds: elapsed.Seconds()}
+	objects := map[string]int64{}
+	for i, j := range jobs {
+		info, err := outcome(j.ID)
+		if err != nil {
+			return nil, err
+		}
+		j.State, j.Attempts, j.Reason, j.argsBytes = info.state, info.attempts, info.reason, info.argsBytes
 		switch {
-		case info.State == "completed":
+		case info.state == "completed":
 			s.Done++
-		case info.Dead:
+		case info.dead:
 			s.Dead++
 		default:
 			s.Other++
@@ -239,13 +325,13 @@ func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration
 			s.TicketMinBytes = j.TicketBytes
 		}
 		s.TicketMaxBytes = max(s.TicketMaxBytes, j.TicketBytes)
-		s.JobDatabaseBytes += int64(info.ArgsBytes)
+		s.JobDatabaseBytes += int64(info.argsBytes)
 		s.PayloadBytes += j.Size
-		if rt := info.ResultTicket(); rt != nil {
+		if rt := info.result; rt != nil {
 			if !rt.IsInline() {
 				objects[rt.Key] = rt.Size
 			}
-			j.Pages = resultPages(cmd, e, j.ID)
+			j.Pages = resultPages(cmd, e, rt)
 		}
 	}
 	for _, n := range objects {
@@ -263,8 +349,13 @@ func minPositive(a, b int) int {
 }
 
 // resultPages reads the page count from a job's verified JSON result.
-func resultPages(cmd *cobra.Command, e *env, id int64) int {
-	r, _, err := e.pipe.OpenResult(cmd.Context(), id)
+func resultPages(cmd *cobra.Command, e *env, rt *claimcheck.Ticket) int {
+	p, err := e.store.Claim(rt)
+	if err != nil {
+		return 0
+	}
+	defer p.Close()
+	r, err := p.Open(cmd.Context())
 	if err != nil {
 		return 0
 	}

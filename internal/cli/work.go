@@ -32,7 +32,8 @@ func builtinHandlers() map[string]claimcheck.Handler {
 func newWork(g *globals) *cobra.Command {
 	var kind string
 	var concurrency int
-	var untilEmpty bool
+	var untilEmpty, noRelay bool
+	var idle time.Duration
 	c := &cobra.Command{
 		Use:   "work --kind K [--concurrency N] [--until-empty] [--exec -- CMD ARGS...]",
 		Short: "Run workers for one kind",
@@ -42,7 +43,15 @@ handler runs; a missing or corrupt payload dead-letters the job at once.
 Built-in kinds: pdf-info. For any other kind, give a command after --exec --:
 the verified payload is its standard input, its standard output is checked in
 as the job's result, exit 0 is success, exit 65 (EX_DATAERR) is a permanent
-failure (dead letter), and any other failure is retried with backoff.`,
+failure (dead letter), and any other failure is retried with backoff.
+
+With --broker, the worker consumes the broker instead, with the same claim,
+verification and failure classes: permanent failures go to the broker's
+dead-letter destination on the first attempt. It also relays the outbox of
+--destination (unless --no-relay), and records each outcome in the job
+database's inbox, which also makes a message delivered twice run once.
+--until-empty then stops once the outbox is empty and the broker has
+delivered nothing for --idle.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if kind == "" {
 				return usagef("work needs --kind")
@@ -79,6 +88,28 @@ failure (dead letter), and any other failure is retried with backoff.`,
 			defer e.Close()
 			if argv != nil {
 				h = execHandler(argv, e.spoolDir(), cmd.ErrOrStderr())
+			}
+			if g.brokerURL != "" {
+				tr, err := g.openBroker(cmd.Context(), e, kind)
+				if err != nil {
+					return err
+				}
+				defer tr.Close()
+				var stop func(*brokerTally) (bool, error)
+				if untilEmpty {
+					stop = untilIdle(cmd.Context(), e, g.destination, idle)
+				}
+				tally, err := brokerWork(cmd.Context(), g, e, tr, map[string]claimcheck.Handler{kind: h}, concurrency, !noRelay, cmd.ErrOrStderr(), stop)
+				if err != nil {
+					return err
+				}
+				if err := brokerSummary(cmd, g, kind, tally); err != nil {
+					return err
+				}
+				if n := tally.dead.Load(); n > 0 {
+					return fmt.Errorf("%d messages went to the broker's dead-letter destination", n)
+				}
+				return nil
 			}
 			var done, failed atomic.Int64
 			var mu sync.Mutex
@@ -131,6 +162,8 @@ failure (dead letter), and any other failure is retried with backoff.`,
 	c.Flags().StringArrayVar(&g.tenants, "tenant", nil, "claim only this tenant's payloads (repeatable); others are dead-lettered as ticket-forbidden without any fetch")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
 	c.Flags().BoolVar(&untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
+	c.Flags().BoolVar(&noRelay, "no-relay", false, "with --broker: consume only; another process relays the outbox")
+	c.Flags().DurationVar(&idle, "idle", 3*time.Second, "with --broker --until-empty: how long the broker must deliver nothing")
 	c.Flags().Bool("exec", false, "run the command after -- for each job (payload on stdin, result on stdout)")
 	return c
 }
