@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -160,6 +161,9 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 }
 
 // Get returns one job. Errors: ErrJobNotFound.
+//
+// For an outbox entry, the result is the one a broker consumer recorded in
+// the inbox (Pipeline.Inbox), if any.
 func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 	row, err := p.client.JobGet(ctx, id)
 	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
@@ -168,7 +172,24 @@ func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
 	}
-	return jobInfo(row)
+	j, err := jobInfo(row)
+	if err != nil || j.Destination == "" || j.result != nil {
+		return j, err
+	}
+	var result sql.NullString
+	err = p.db.QueryRowContext(ctx, `SELECT result FROM claimcheck_inbox WHERE job_id = $1 AND action = $2 AND result IS NOT NULL LIMIT 1`,
+		id, "acked").Scan(&result)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return j, nil
+	case err != nil:
+		return nil, fmt.Errorf("pipeline: get job %d: inbox: %w", id, err)
+	}
+	if j.result, err = claimcheck.ParseTicket([]byte(result.String)); err != nil {
+		return nil, err
+	}
+	j.HasResult = true
+	return j, nil
 }
 
 // ErrNotDead is returned by Replay for a job that is not a dead letter.

@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/internal/pdfinfo"
+)
+
+// brokerCase is a real broker the command's tests run against.
+type brokerCase struct {
+	name string
+	url  func(t *testing.T) string // a fresh queue or stream on it
+}
+
+// brokers are RabbitMQ and NATS JetStream; each skips when its
+// CLAIMCHECK_TEST_*_URL is unset.
+var brokers = []brokerCase{
+	{"RabbitMQ", func(t *testing.T) string {
+		u := os.Getenv("CLAIMCHECK_TEST_AMQP_URL")
+		if u == "" {
+			t.Skip("CLAIMCHECK_TEST_AMQP_URL not set (e.g. amqp://guest:guest@127.0.0.1:5672/): skipping")
+		}
+		u = strings.TrimSuffix(u, "/") + fmt.Sprintf("/?queue=cctest.cli.%d", time.Now().UnixNano())
+		t.Cleanup(func() { dropTopology(t, u) })
+		return u
+	}},
+	{"JetStream", func(t *testing.T) string {
+		u := os.Getenv("CLAIMCHECK_TEST_NATS_URL")
+		if u == "" {
+			t.Skip("CLAIMCHECK_TEST_NATS_URL not set (e.g. nats://127.0.0.1:4222): skipping")
+		}
+		n := time.Now().UnixNano()
+		u = strings.TrimSuffix(u, "/") + fmt.Sprintf("?stream=CCTEST_CLI_%d&subject=cctest.cli.%d&consumer=cli", n, n)
+		t.Cleanup(func() { dropTopology(t, u) })
+		return u
+	}},
+}
+
+// dropTopology deletes the queues or streams a test made.
+func dropTopology(t *testing.T, u string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tr, err := broker.Open(ctx, u)
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	defer tr.Close()
+	switch d := tr.(type) {
+	case interface{ DeleteTopology() error }:
+		err = d.DeleteTopology()
+	case interface{ DeleteTopology(context.Context) error }:
+		err = d.DeleteTopology(ctx)
+	}
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+	}
+}
+
+// TestRunBroker: the main job through RabbitMQ and through JetStream gives
+// the job pipeline's results: every document completed on attempt 1, the
+// same page counts, results whose digest is the file's, tickets within
+// budget.
+func TestRunBroker(t *testing.T) {
+	t.Parallel()
+	files := []string{"TeXShopAndAsymptote.pdf", "bash.pdf", "octave.pdf", "pixel.pdf", "refcard-a4.pdf"}
+	wantPages := map[string]int{"TeXShopAndAsymptote.pdf": 2, "bash.pdf": 87, "octave.pdf": 1158, "pixel.pdf": 1, "refcard-a4.pdf": 3}
+	for _, bc := range brokers {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			u := bc.url(t)
+			b := setup(t)
+			args := []string{"--broker", u, "run", "--json"}
+			for _, f := range files {
+				args = append(args, filepath.Join(corpus, f))
+			}
+			var out struct {
+				Jobs []struct {
+					ID          int64  `json:"id"`
+					File        string `json:"file"`
+					Size        int64  `json:"size"`
+					TicketBytes int    `json:"ticket_bytes"`
+					Inline      bool   `json:"inline"`
+					State       string `json:"state"`
+					Attempts    int    `json:"attempts"`
+					Pages       int    `json:"pages"`
+				} `json:"jobs"`
+				Summary runSummary `json:"summary"`
+			}
+			if err := json.Unmarshal([]byte(b.ok(args...)), &out); err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Jobs) != len(files) || out.Summary.Done != len(files) || out.Summary.Dead != 0 {
+				t.Fatalf("jobs %+v summary %+v", out.Jobs, out.Summary)
+			}
+			for _, j := range out.Jobs {
+				name := filepath.Base(j.File)
+				if j.State != "completed" || j.Attempts != 1 || j.Pages != wantPages[name] || (!j.Inline && j.TicketBytes > 512) {
+					t.Errorf("%s: %+v, want completed on attempt 1 with %d pages", name, j, wantPages[name])
+				}
+				var info pdfinfo.Info
+				if err := json.Unmarshal([]byte(b.ok("result", strconv.FormatInt(j.ID, 10))), &info); err != nil {
+					t.Fatalf("result %d: %v", j.ID, err)
+				}
+				if info.PageCount != wantPages[name] || info.SHA256 != sha256File(t, j.File) || info.Bytes != j.Size {
+					t.Errorf("result of %s: %+v", name, info)
+				}
+			}
+		})
+	}
+}
+
+// TestBrokerMissingPayloadDeadOnFirstAttempt: submit through the outbox,
+// delete one payload's object, work the broker: that message reaches the
+// broker's dead-letter destination on attempt 1 with reason
+// payload-missing, and the other completes.
+func TestBrokerMissingPayloadDeadOnFirstAttempt(t *testing.T) {
+	t.Parallel()
+	for _, bc := range brokers {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			u := bc.url(t)
+			b := setup(t)
+			gone := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+			kept := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "refcard-a4.pdf"))
+			digest := sha256File(t, filepath.Join(corpus, "bash.pdf"))
+			removed := 0
+			for key, path := range b.objects() {
+				if strings.HasSuffix(key, digest) {
+					if err := os.Remove(path); err != nil {
+						t.Fatal(err)
+					}
+					removed++
+				}
+			}
+			if removed != 1 {
+				t.Fatalf("removed %d objects of bash.pdf, want 1 (objects %v)", removed, b.objects())
+			}
+			r := b.run("", "--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s")
+			if r.code != 1 || !strings.Contains(r.stderr, "payload-missing") || !strings.Contains(r.stdout, "succeeded 1") || !strings.Contains(r.stdout, "dead-lettered 1") {
+				t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			tr, err := broker.Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			ds, err := tr.(broker.DeadLetterReader).ReceiveDead(ctx, 10)
+			if err != nil || len(ds) != 1 {
+				t.Fatalf("dead letters: %d, %v", len(ds), err)
+			}
+			d := ds[0]
+			if d.Attributes[broker.AttrReason] != "payload-missing" || d.Attributes[broker.AttrJob] != strconv.FormatInt(gone.ID, 10) {
+				t.Fatalf("dead letter attributes %v, want reason payload-missing for job %d", d.Attributes, gone.ID)
+			}
+			if err := tr.Ack(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			var info pdfinfo.Info
+			if err := json.Unmarshal([]byte(b.ok("result", strconv.FormatInt(kept.ID, 10))), &info); err != nil || info.PageCount != 3 {
+				t.Fatalf("result of the kept job: %+v %v", info, err)
+			}
+		})
+	}
+}
