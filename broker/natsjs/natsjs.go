@@ -7,17 +7,26 @@
 //   - S: a file-storage stream on the literal subject T with work-queue
 //     retention (a message is removed once acknowledged or terminated), so a
 //     Transport is one queue, as on RabbitMQ and SQS. Fan-out is one stream
-//     per subscriber.
+//     per subscriber. Its duplicate window (StreamConfig.Duplicates) is
+//     Options.DuplicateWindow, default DefaultDuplicateWindow (2 minutes).
 //   - C: a durable pull consumer on S with explicit ack, AckWait and
 //     MaxDeliver from Options.
 //   - S_DEAD on subject T.dead (Options.DeadStream, Options.DeadSubject): the
-//     dead-letter stream, file storage, work-queue retention, read through the
-//     durable pull consumer C_DEAD (ReceiveDead).
+//     dead-letter stream, file storage, work-queue retention, the same
+//     duplicate window, read through the durable pull consumer C_DEAD
+//     (ReceiveDead).
 //
 // Choices:
-//   - Publish sends every message with PublishMsgAsync (expecting stream S,
-//     a random Nats-Msg-Id) and waits for every PubAck; a message without one
-//     is named in a broker.PublishError.
+//   - Publish sends every message with PublishMsgAsync (expecting stream S)
+//     and waits for every PubAck; a message without one is named in a
+//     broker.PublishError. The Nats-Msg-Id of a message is its
+//     broker.AttrID attribute if it has a non-empty one (at most MaxIDLen
+//     bytes), otherwise a random id. JetStream confirms a message published
+//     again with a Nats-Msg-Id it stored less than the duplicate window ago
+//     (PubAck.Duplicate) without storing it again: publishing one outbox
+//     entry twice within the window yields one delivery; after it, two
+//     (suppressed by an Inbox). Messages without AttrID are never
+//     deduplicated.
 //   - Attributes are NATS headers, name and value unchanged (nats.go keeps
 //     header case). Names must be non-empty, without ':', spaces or control
 //     characters, and not start with "Nats-"; values must not contain CR or
@@ -32,20 +41,56 @@
 //   - DeadLetter publishes a copy (headers kept, plus claimcheck-reason) to
 //     T.dead, waits for its PubAck from S_DEAD, then Terms the original
 //     (TermWithReason). If the process dies between the two, the original is
-//     redelivered after AckWait and may be dead-lettered twice.
+//     redelivered after AckWait and dead-lettered again; the copy keeps the
+//     original's Nats-Msg-Id, so S_DEAD stores it once if that happens
+//     within the duplicate window.
 //   - Attempt is the consumer's NumDelivered for the message: retries and
 //     redeliveries after AckWait both count.
-//   - ID is the Nats-Msg-Id header (stable across retries), or S:sequence.
+//   - ID is the Nats-Msg-Id header (so the AttrID where the producer set
+//     one; stable across retries), or S:sequence for a message published
+//     without one by another client.
 //   - MaxMessageSize counts broker.Size. The NATS wire size of a message is
 //     smaller than broker.Size plus a small fixed header overhead; Open keeps
 //     HeaderReserve bytes of the server's max_payload for it (and for the
-//     reason header of a dead-letter copy). Default: 256 KiB or max_payload
-//     minus HeaderReserve, whichever is smaller; more than that is ErrConfig.
+//     Nats-Msg-Id and Nats-Expected-Stream headers and the reason header of
+//     a dead-letter copy). Default: 256 KiB or max_payload minus
+//     HeaderReserve, whichever is smaller; more than that is ErrConfig.
 //   - MaxDeliver defaults to unlimited: broker.Consume counts attempts and
 //     dead-letters. A server-side MaxDeliver below ConsumeOptions.MaxAttempts
 //     makes JetStream stop delivering a message without a dead letter.
-//   - No reconnection logic of its own beyond nats.go's: unsettled
-//     deliveries are redelivered after AckWait.
+//
+// Connection loss: nats.go reconnects by itself, configured by Open for a
+// long-running service: without limit on attempts (nats.MaxReconnects(-1)),
+// Options.ReconnectWait apart (plus nats.go's default jitter: up to 100 ms,
+// 1 s with TLS), a ping every 20 s with at most 3 unanswered (a connection that died
+// silently is noticed within about a minute; one closed by the network or
+// the server, at once), and no reconnect buffer (nats.ReconnectBufSize(-1):
+// nats.go's default, which a value of 0 also selects, would queue up to
+// 8 MiB of publishes while disconnected and send them on reconnection, long
+// after Publish gave up). Once nats.go has noticed the loss, until it has
+// reconnected:
+//
+//   - Publish fails at once, every message named in the
+//     broker.PublishError. A message whose PubAck was pending when the loss
+//     was noticed fails then with nats.ErrDisconnected; it may have been
+//     stored (publish it again: JetStream deduplicates it if it has an
+//     AttrID). A PubAck never comes on a connection that died silently:
+//     Publish then fails when ctx is done or after 30 s.
+//   - Receive and ReceiveDead fail at once; a pull in progress when the
+//     connection is lost ends within FetchWait plus one second, and Receive
+//     then fails.
+//   - Ack, Retry, DeadLetter and Extend fail at once; the delivery is
+//     redelivered after AckWait.
+//
+// Those errors wrap claimcheck.ErrUnavailable (test with errors.Is), as do
+// timeouts, a context done before a PubAck or a settlement's confirmation,
+// and JetStream answering 503 or not at all (no stream for the subject);
+// credentials the server refuses wrap claimcheck.ErrAccessDenied. No call
+// waits for the reconnection: callers back off and call again on the same
+// Transport, which works again once nats.go has reconnected.
+//
+// URLs: importing the package registers the "nats" scheme with broker.Open;
+// see OpenURL.
 package natsjs
 
 import (
@@ -70,13 +115,28 @@ import (
 const DefaultMaxMessageSize = 256 << 10
 
 // HeaderReserve is the part of the server's max_payload kept for NATS header
-// framing, the Nats-Msg-Id header and a dead letter's reason header.
+// framing, the Nats-Msg-Id and Nats-Expected-Stream headers and a dead
+// letter's reason header.
 const HeaderReserve = 1 << 10
+
+// MaxIDLen is the longest broker.AttrID, in bytes, that Publish accepts: it
+// is sent twice (as the attribute and as Nats-Msg-Id), and only the
+// attribute is counted by broker.Size.
+const MaxIDLen = 256
 
 // Default option values.
 const (
-	DefaultAckWait   = 5 * time.Minute
-	DefaultFetchWait = time.Second
+	DefaultAckWait         = 5 * time.Minute
+	DefaultFetchWait       = time.Second
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultReconnectWait   = 2 * time.Second
+)
+
+// Connection settings for a long-running service; see the package doc.
+const (
+	dialTimeout  = 10 * time.Second
+	pingInterval = 20 * time.Second
+	maxPingsOut  = 3
 )
 
 // Options configure Open.
@@ -104,6 +164,16 @@ type Options struct {
 	// FetchWait bounds one pull request of Receive. Default
 	// DefaultFetchWait.
 	FetchWait time.Duration
+	// DuplicateWindow is both streams' duplicate window (StreamConfig.
+	// Duplicates): a message published with the Nats-Msg-Id of one stored
+	// less than this long ago is confirmed but not stored again. Default
+	// DefaultDuplicateWindow; negative is ErrConfig. JetStream keeps the
+	// ids of the window in memory.
+	DuplicateWindow time.Duration
+	// ReconnectWait is how long nats.go waits between two attempts to
+	// reconnect to the same server (nats.ReconnectWait). Default
+	// DefaultReconnectWait; negative is ErrConfig.
+	ReconnectWait time.Duration
 }
 
 // Transport is a broker.Transport over one JetStream stream and consumer.
@@ -142,9 +212,28 @@ func validSubject(s string) bool {
 	return true
 }
 
-// Open connects to url (nats://host:port), creates or updates the streams
-// and consumers described in the package doc and returns the transport.
+// Open connects to url (nats://host:port, or a comma-separated list of
+// servers, with user:password@ or token@ if the server wants them), creates
+// or updates the streams and consumers described in the package doc and
+// returns the transport, its connection set up to reconnect as the package
+// doc describes.
+//
+// Errors: claimcheck.ErrConfig for invalid options, a URL that does not
+// parse, a server whose max_payload is too small for MaxMessageSize, no
+// JetStream, or a stream or consumer configuration the server refuses;
+// claimcheck.ErrUnavailable if the server cannot be reached (10 s to
+// connect to each server, ctx not used) or the JetStream API does not answer
+// before ctx is done; claimcheck.ErrAccessDenied if the server refuses the
+// credentials. Error strings never contain the URL's password or token.
 func Open(ctx context.Context, url string, opts Options) (*Transport, error) {
+	t, err := open(ctx, url, opts)
+	if err != nil {
+		return nil, scrub(err, urlSecrets(url))
+	}
+	return t, nil
+}
+
+func open(ctx context.Context, url string, opts Options) (*Transport, error) {
 	if opts.DeadStream == "" {
 		opts.DeadStream = opts.Stream + "_DEAD"
 	}
@@ -173,9 +262,29 @@ func Open(ctx context.Context, url string, opts Options) (*Transport, error) {
 	if opts.MaxDeliver <= 0 {
 		opts.MaxDeliver = -1
 	}
-	nc, err := nats.Connect(url, nats.Name("claimcheck "+opts.Stream), nats.Timeout(10*time.Second))
+	switch {
+	case opts.DuplicateWindow < 0:
+		return nil, fmt.Errorf("natsjs: negative DuplicateWindow %v: %w", opts.DuplicateWindow, claimcheck.ErrConfig)
+	case opts.DuplicateWindow == 0:
+		opts.DuplicateWindow = DefaultDuplicateWindow
+	}
+	switch {
+	case opts.ReconnectWait < 0:
+		return nil, fmt.Errorf("natsjs: negative ReconnectWait %v: %w", opts.ReconnectWait, claimcheck.ErrConfig)
+	case opts.ReconnectWait == 0:
+		opts.ReconnectWait = DefaultReconnectWait
+	}
+	nc, err := nats.Connect(url,
+		nats.Name("claimcheck "+opts.Stream),
+		nats.Timeout(dialTimeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(opts.ReconnectWait),
+		nats.ReconnectBufSize(-1), // publishes fail while disconnected
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(maxPingsOut),
+	)
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: connect: %w", err)
+		return nil, fmt.Errorf("natsjs: connect: %w", (*Transport)(nil).classify(err))
 	}
 	limit := nc.MaxPayload() - HeaderReserve
 	switch {
@@ -189,7 +298,7 @@ func Open(ctx context.Context, url string, opts Options) (*Transport, error) {
 		return nil, fmt.Errorf("natsjs: MaxMessageSize %d exceeds the server's max_payload %d minus %d for headers: %w",
 			opts.MaxMessageSize, nc.MaxPayload(), HeaderReserve, claimcheck.ErrConfig)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(30*time.Second))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAckTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("natsjs: jetstream: %w", err)
@@ -202,14 +311,27 @@ func Open(ctx context.Context, url string, opts Options) (*Transport, error) {
 	return t, nil
 }
 
+// declareError classifies an error of the JetStream API at Open: the
+// server refusing a configuration (code 400) or having no JetStream is
+// ErrConfig.
+func (t *Transport) declareError(err error) error {
+	var aerr *jetstream.APIError
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+		errors.As(err, &aerr) && aerr.Code == 400 {
+		return fmt.Errorf("%w: %w", err, claimcheck.ErrConfig)
+	}
+	return t.classify(err)
+}
+
 func (t *Transport) declare(ctx context.Context) error {
 	o := t.opts
 	for _, s := range []struct{ name, subj string }{{o.Stream, o.Subject}, {o.DeadStream, o.DeadSubject}} {
 		if _, err := t.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: s.name, Subjects: []string{s.subj}, Storage: jetstream.FileStorage,
 			Retention: jetstream.WorkQueuePolicy, Description: "claimcheck",
+			Duplicates: o.DuplicateWindow,
 		}); err != nil {
-			return fmt.Errorf("natsjs: create stream %q: %w", s.name, err)
+			return fmt.Errorf("natsjs: create stream %q: %w", s.name, t.declareError(err))
 		}
 	}
 	con, err := t.js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
@@ -217,14 +339,14 @@ func (t *Transport) declare(ctx context.Context) error {
 		MaxDeliver: o.MaxDeliver, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("natsjs: create consumer %q on %q: %w", o.Consumer, o.Stream, err)
+		return fmt.Errorf("natsjs: create consumer %q on %q: %w", o.Consumer, o.Stream, t.declareError(err))
 	}
 	dead, err := t.js.CreateOrUpdateConsumer(ctx, o.DeadStream, jetstream.ConsumerConfig{
 		Durable: o.Consumer + "_DEAD", AckPolicy: jetstream.AckExplicitPolicy, AckWait: o.AckWait,
 		MaxDeliver: -1, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("natsjs: create consumer %q on %q: %w", o.Consumer+"_DEAD", o.DeadStream, err)
+		return fmt.Errorf("natsjs: create consumer %q on %q: %w", o.Consumer+"_DEAD", o.DeadStream, t.declareError(err))
 	}
 	t.con, t.dead = con, dead
 	return nil
@@ -251,12 +373,27 @@ func checkAttrs(msgs []broker.Message) error {
 				return fmt.Errorf("natsjs: message #%d: header %q: value %q cannot be carried by NATS: %w", i, k, v, claimcheck.ErrConfig)
 			}
 		}
+		if id := m.Attributes[broker.AttrID]; len(id) > MaxIDLen {
+			return fmt.Errorf("natsjs: message #%d: %s of %d bytes, more than %d: %w", i, broker.AttrID, len(id), MaxIDLen, claimcheck.ErrConfig)
+		}
 	}
 	return nil
 }
 
+// publishAckTimeout bounds the wait for one PubAck when ctx has no earlier
+// deadline.
+const publishAckTimeout = 30 * time.Second
+
 // Publish implements broker.Transport: every message to Subject, each
-// confirmed by a PubAck from Stream.
+// confirmed by a PubAck from Stream, with its broker.AttrID (or a random
+// id) as Nats-Msg-Id.
+//
+// Errors: broker.ErrMessageTooLarge, or claimcheck.ErrConfig for an
+// attribute NATS cannot carry or an AttrID longer than MaxIDLen, before
+// anything is sent; otherwise a *broker.PublishError naming every message
+// not confirmed, each failure wrapping claimcheck.ErrUnavailable where the
+// server was unreachable, did not answer within 30 s or before ctx was
+// done, or has no stream for Subject.
 func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 	if err := broker.CheckSize(msgs, t.opts.MaxMessageSize); err != nil {
 		return err
@@ -270,18 +407,25 @@ func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 		for k, v := range m.Attributes {
 			h[k] = []string{v}
 		}
+		if id := m.Attributes[broker.AttrID]; id != "" {
+			h[jetstream.MsgIDHeader] = []string{id}
+		}
 		out[i] = &nats.Msg{Subject: t.opts.Subject, Header: h, Data: m.Body}
 	}
 	return t.publish(ctx, t.opts.Stream, out)
 }
 
-// publish sends out asynchronously, expecting stream, and waits for every
-// PubAck.
+// publish sends out asynchronously, expecting stream, each with its
+// Nats-Msg-Id header or a random one, and waits for every PubAck.
 func (t *Transport) publish(ctx context.Context, stream string, out []*nats.Msg) error {
 	perr := &broker.PublishError{Failed: map[int]error{}, Total: len(out)}
 	futs := make([]jetstream.PubAckFuture, len(out))
 	for i, m := range out {
 		if err := ctx.Err(); err != nil {
+			perr.Failed[i] = unavailable(err)
+			continue
+		}
+		if err := t.connErr(); err != nil {
 			perr.Failed[i] = err
 			continue
 		}
@@ -291,7 +435,7 @@ func (t *Transport) publish(ctx context.Context, stream string, out []*nats.Msg)
 		}
 		f, err := t.js.PublishMsgAsync(m, jetstream.WithExpectStream(stream), jetstream.WithMsgID(id))
 		if err != nil {
-			perr.Failed[i] = err
+			perr.Failed[i] = t.classify(err)
 			continue
 		}
 		futs[i] = f
@@ -303,9 +447,9 @@ func (t *Transport) publish(ctx context.Context, stream string, out []*nats.Msg)
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			perr.Failed[i] = err
+			perr.Failed[i] = t.classify(err)
 		case <-ctx.Done():
-			perr.Failed[i] = fmt.Errorf("no PubAck: %w", ctx.Err())
+			perr.Failed[i] = unavailable(fmt.Errorf("no PubAck: %w", ctx.Err()))
 		}
 	}
 	if len(perr.Failed) > 0 {
@@ -314,7 +458,9 @@ func (t *Transport) publish(ctx context.Context, stream string, out []*nats.Msg)
 	return nil
 }
 
-// Receive implements broker.Transport.
+// Receive implements broker.Transport. While the server is unreachable it
+// returns an error wrapping claimcheck.ErrUnavailable (at once, or within
+// FetchWait plus one second if the connection is lost during a pull).
 func (t *Transport) Receive(ctx context.Context, max int) ([]*broker.Delivery, error) {
 	return t.receive(ctx, t.con, max)
 }
@@ -348,15 +494,31 @@ func (t *Transport) receive(ctx context.Context, con jetstream.Consumer, max int
 				return nil, ctx.Err()
 			}
 		}
-		batch, err := con.Fetch(1, jetstream.FetchMaxWait(wait))
-		if err != nil {
+		if err := t.connErr(); err != nil {
 			return nil, fmt.Errorf("natsjs: fetch: %w", err)
 		}
-		out, err := drain(batch, nil)
+		start := time.Now()
+		batch, err := con.Fetch(1, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			return nil, fmt.Errorf("natsjs: fetch: %w", t.classify(err))
+		}
+		out, err := t.drain(batch, nil)
 		if err != nil {
 			return out, err
 		}
 		if len(out) == 0 {
+			// A pull request ends empty when it expires. Should one
+			// end early without an error, wait out its time rather
+			// than send pull requests in a tight loop.
+			if rest := wait - time.Since(start); rest > wait/2 {
+				tm := time.NewTimer(rest)
+				select {
+				case <-tm.C:
+				case <-ctx.Done():
+					tm.Stop()
+					return nil, ctx.Err()
+				}
+			}
 			continue
 		}
 		if max > 1 {
@@ -364,14 +526,14 @@ func (t *Transport) receive(ctx context.Context, con jetstream.Consumer, max int
 			if err != nil {
 				return out, nil // the one we have is settled by the caller
 			}
-			out, _ = drain(more, out)
+			out, _ = t.drain(more, out)
 		}
 		return out, nil
 	}
 }
 
 // drain reads batch to its end (bounded by the pull request's expiry).
-func drain(batch jetstream.MessageBatch, out []*broker.Delivery) ([]*broker.Delivery, error) {
+func (t *Transport) drain(batch jetstream.MessageBatch, out []*broker.Delivery) ([]*broker.Delivery, error) {
 	for m := range batch.Messages() {
 		out = append(out, toDelivery(m))
 	}
@@ -379,7 +541,7 @@ func drain(batch jetstream.MessageBatch, out []*broker.Delivery) ([]*broker.Deli
 		if len(out) > 0 {
 			return out, nil
 		}
-		return nil, fmt.Errorf("natsjs: fetch: %w", err)
+		return nil, fmt.Errorf("natsjs: fetch: %w", t.classify(err))
 	}
 	return out, nil
 }
@@ -414,11 +576,16 @@ func handle(d *broker.Delivery) (jetstream.Msg, error) {
 	return m, nil
 }
 
-// Ack implements broker.Transport with DoubleAck: the server confirms.
+// Ack implements broker.Transport with DoubleAck: the server confirms
+// (within 30 s if ctx has no deadline). Errors wrap claimcheck.ErrUnavailable
+// where the server was unreachable or did not confirm in time.
 func (t *Transport) Ack(ctx context.Context, d *broker.Delivery) error {
 	m, err := handle(d)
 	if err != nil {
 		return err
+	}
+	if err := t.connErr(); err != nil {
+		return fmt.Errorf("natsjs: ack %s: %w", d.ID, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -426,26 +593,34 @@ func (t *Transport) Ack(ctx context.Context, d *broker.Delivery) error {
 		defer cancel()
 	}
 	if err := m.DoubleAck(ctx); err != nil {
-		return fmt.Errorf("natsjs: ack %s: %w", d.ID, err)
+		return fmt.Errorf("natsjs: ack %s: %w", d.ID, t.classify(err))
 	}
 	return nil
 }
 
-// flush waits until the server has read everything sent so far.
+// flush waits until the server has read everything sent so far (at most
+// 30 s if ctx has no deadline).
 func (t *Transport) flush(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	return t.nc.FlushWithContext(ctx)
+	if err := t.connErr(); err != nil {
+		return err
+	}
+	return t.classify(t.nc.FlushWithContext(ctx))
 }
 
-// Retry implements broker.Transport with NakWithDelay.
+// Retry implements broker.Transport with NakWithDelay. Errors wrap
+// claimcheck.ErrUnavailable where the server was unreachable.
 func (t *Transport) Retry(ctx context.Context, d *broker.Delivery, delay time.Duration) error {
 	m, err := handle(d)
 	if err != nil {
 		return err
+	}
+	if err := t.connErr(); err != nil {
+		return fmt.Errorf("natsjs: retry %s: %w", d.ID, err)
 	}
 	if delay <= 0 {
 		err = m.Nak()
@@ -456,13 +631,14 @@ func (t *Transport) Retry(ctx context.Context, d *broker.Delivery, delay time.Du
 		err = t.flush(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("natsjs: retry %s: %w", d.ID, err)
+		return fmt.Errorf("natsjs: retry %s: %w", d.ID, t.classify(err))
 	}
 	return nil
 }
 
 // DeadLetter implements broker.Transport: a copy to the dead-letter stream
-// with the reason header, confirmed, then Term of the original.
+// with the reason header, confirmed, then Term of the original. Errors wrap
+// claimcheck.ErrUnavailable where the server was unreachable.
 func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason string) error {
 	m, err := handle(d)
 	if err != nil {
@@ -481,7 +657,7 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 		return fmt.Errorf("natsjs: dead-letter %s: %w", d.ID, err)
 	}
 	if err := m.TermWithReason(reason); err != nil {
-		return fmt.Errorf("natsjs: dead-letter %s: term: %w", d.ID, err)
+		return fmt.Errorf("natsjs: dead-letter %s: term: %w", d.ID, t.classify(err))
 	}
 	if err := t.flush(ctx); err != nil {
 		return fmt.Errorf("natsjs: dead-letter %s: term: %w", d.ID, err)
@@ -490,14 +666,18 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 }
 
 // Extend implements broker.Transport with InProgress, which restarts the
-// delivery's AckWait (by is not used: the lease is always AckWait).
+// delivery's AckWait (by is not used: the lease is always AckWait). Errors
+// wrap claimcheck.ErrUnavailable where the server was unreachable.
 func (t *Transport) Extend(ctx context.Context, d *broker.Delivery, _ time.Duration) error {
 	m, err := handle(d)
 	if err != nil {
 		return err
 	}
-	if err := m.InProgress(); err != nil {
+	if err := t.connErr(); err != nil {
 		return fmt.Errorf("natsjs: extend %s: %w", d.ID, err)
+	}
+	if err := m.InProgress(); err != nil {
+		return fmt.Errorf("natsjs: extend %s: %w", d.ID, t.classify(err))
 	}
 	if err := t.flush(ctx); err != nil {
 		return fmt.Errorf("natsjs: extend %s: %w", d.ID, err)
