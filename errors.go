@@ -31,7 +31,8 @@ import (
 //   - ErrAccessDenied: the store refused the credentials (a configuration
 //     error that an operator can fix while the job waits).
 //   - ErrUnavailable: timeouts, throttling, network failures, cancelled
-//     contexts and anything else the store reports.
+//     contexts and anything else the store reports; also a broker that
+//     cannot be reached (broker transports wrap it).
 //   - ErrKeeper: the keeper cannot wrap or unwrap a data key: the wrong
 //     key-encryption key (a different --keeper than the one that encrypted
 //     the payload), a disabled key, or a keeper that cannot be reached.
@@ -46,7 +47,7 @@ var (
 	ErrKeyConflict     = errors.New("key holds different bytes")
 	ErrTicketForbidden = errors.New("ticket forbidden")
 	ErrAccessDenied    = errors.New("access denied")
-	ErrUnavailable     = errors.New("store unavailable")
+	ErrUnavailable     = errors.New("unavailable")
 	ErrKeeper          = errors.New("keeper failed")
 	ErrConfig          = errors.New("invalid configuration")
 )

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,16 +221,6 @@ func brokerSummary(cmd *cobra.Command, g *globals, kind string, t *brokerTally) 
 	return nil
 }
 
-// redactedBroker is --broker without its password, for messages.
-func (g *globals) redactedBroker() string {
-	if i := strings.Index(g.brokerURL, "@"); i >= 0 {
-		if j := strings.Index(g.brokerURL, "://"); j >= 0 && j < i {
-			return g.brokerURL[:j+3] + "…" + g.brokerURL[i:]
-		}
-	}
-	return g.brokerURL
-}
-
 // relayNow is submit's best effort: relay the destination's outbox for up
 // to 15 s. Entries not confirmed stay in the outbox, which is durable.
 func relayNow(cmd *cobra.Command, g *globals, e *env, kind string) {
@@ -240,7 +229,7 @@ func relayNow(cmd *cobra.Command, g *globals, e *env, kind string) {
 	stderr := cmd.ErrOrStderr()
 	tr, err := g.openBroker(ctx, e, kind)
 	if err != nil {
-		fmt.Fprintf(stderr, "kept in the outbox of destination %s (broker %s: %v); claimcheck relay sends it\n", g.destination, g.redactedBroker(), err)
+		fmt.Fprintf(stderr, "kept in the outbox of destination %s (%v); claimcheck relay, work or run --broker sends it\n", g.destination, err)
 		return
 	}
 	defer tr.Close()
