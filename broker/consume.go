@@ -93,6 +93,12 @@ type ConsumeOptions struct {
 	MaxRetryDelay time.Duration
 	// Batch is the most messages received at once. Default 10.
 	Batch int
+	// Lease is how long each Extend asks the broker to keep a delivery
+	// from being redelivered while its handler runs; Consume extends every
+	// Lease/3, so a long job is not redelivered to another consumer (SQS
+	// visibility timeout, JetStream AckWait). Default 60s; negative: never
+	// extend.
+	Lease time.Duration
 	// Inbox, if set, suppresses a second processing of a message already
 	// processed (same AttrID) and records every outcome.
 	Inbox Inbox
@@ -153,6 +159,9 @@ var ErrUnknownKind = errors.New("no handler for kind")
 //   - any other error is retried after RetryBase·2^(attempt-1) until
 //     attempt MaxAttempts, then dead-lettered with its reason.
 //
+// While a handler runs, the delivery's lease is extended every Lease/3
+// (Transport.Extend), so a long job is not redelivered meanwhile.
+//
 // Consume survives broker outages: a failed Receive is reported to OnError
 // and retried after a pause (1 s doubling to 30 s); a failed settlement is
 // reported and the delivery left to the broker to redeliver. It returns
@@ -172,6 +181,9 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 	}
 	if opts.Batch <= 0 {
 		opts.Batch = 10
+	}
+	if opts.Lease == 0 {
+		opts.Lease = time.Minute
 	}
 	report := func(err error) {
 		if opts.OnError != nil {
@@ -232,7 +244,9 @@ func consumeOne(ctx context.Context, tr Transport, store *claimcheck.Store, opts
 		}
 	}
 	if !done {
+		stop := keepLease(ctx, tr, d, opts.Lease, report)
 		o = work(ctx, store, opts, d, o)
+		stop()
 		if opts.Inbox != nil && o.ID != "" {
 			if err := opts.Inbox.Record(sctx, o); err != nil && o.Action == Acked {
 				// The handler ran but its outcome is not recorded: run it
@@ -262,6 +276,35 @@ func consumeOne(ctx context.Context, tr Transport, store *claimcheck.Store, opts
 		o.Deleted = deleted
 	}
 	return &o
+}
+
+// keepLease extends d's lease every lease/3 until the returned stop is
+// called. Extension failures are reported; the work goes on (at worst the
+// broker redelivers, and the Inbox suppresses the second run).
+func keepLease(ctx context.Context, tr Transport, d *Delivery, lease time.Duration, report func(error)) (stop func()) {
+	if lease <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := tr.Extend(ctx, d, lease); err != nil {
+					report(fmt.Errorf("broker: consume: extend the lease of %s: %w", d.ID, err))
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // fail settles o as a failure: dead-lettered if permanent or out of

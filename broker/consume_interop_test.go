@@ -181,3 +181,62 @@ func TestConsumeAWSMessages(t *testing.T) {
 		}
 	})
 }
+
+// extendCounter counts Extend calls on a Fake.
+type extendCounter struct {
+	*brokertest.Fake
+	n atomic.Int64
+}
+
+func (e *extendCounter) Extend(ctx context.Context, d *broker.Delivery, by time.Duration) error {
+	e.n.Add(1)
+	return e.Fake.Extend(ctx, d, by)
+}
+
+// TestConsumeExtendsLongJobs: while a handler runs longer than the lease,
+// Consume keeps extending the delivery's lease (every Lease/3); a quick
+// handler causes no extension.
+func TestConsumeExtendsLongJobs(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tk, err := store.CheckIn(ctx, "acme", bytes.NewReader([]byte("long job")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sleep   time.Duration
+		min     int64
+		max     int64
+		comment string
+	}{{600 * time.Millisecond, 4, 8, "long"}, {0, 0, 0, "quick"}} {
+		tr := &extendCounter{Fake: brokertest.NewFake(64 << 10)}
+		m, err := broker.NewMessage("slow", tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+			Lease: 300 * time.Millisecond,
+			Handlers: map[string]claimcheck.Handler{"slow": claimcheck.HandlerFunc(func(ctx context.Context, _ *claimcheck.Job) (*claimcheck.Result, error) {
+				time.Sleep(tc.sleep)
+				return nil, nil
+			})},
+			OnDone: func(*broker.Delivery, broker.Outcome) { cancel() },
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := tr.n.Load(); n < tc.min || n > tc.max {
+			t.Errorf("%s handler: %d extensions, want %d to %d", tc.comment, n, tc.min, tc.max)
+		}
+	}
+}
