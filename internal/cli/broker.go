@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,7 @@ type brokerTally struct {
 // done or stop returns true (polled every 200 ms). Failures are reported
 // on stderr as they happen.
 func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, relay bool,
-	stderr io.Writer, stop func(t *brokerTally) (bool, error)) (*brokerTally, error) {
+	stderr io.Writer, stop func(t *brokerTally) (bool, error), base broker.ConsumeOptions) (*brokerTally, error) {
 	tally := &brokerTally{}
 	tally.last.Store(time.Now().UnixNano())
 	runCtx, cancel := context.WithCancel(ctx)
@@ -76,31 +77,28 @@ func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, ha
 			}})
 		}()
 	}
-	opts := broker.ConsumeOptions{
-		Handlers:    handlers,
-		MaxAttempts: g.maxAttempts,
-		Inbox:       e.pipe.Inbox(),
-		OnDone: func(_ *broker.Delivery, o broker.Outcome) {
-			tally.last.Store(time.Now().UnixNano())
-			switch {
-			case o.Duplicate:
-				tally.duplicates.Add(1)
-			case o.Action == broker.Acked:
-				tally.acked.Add(1)
-			case o.Action == broker.Retried:
-				tally.retried.Add(1)
-			case o.Action == broker.DeadLettered:
-				tally.dead.Add(1)
-			}
-			if o.Deleted {
-				tally.deleted.Add(1)
-			}
-			if o.Err != nil {
-				say("job %d (message %s): attempt %d %s (%s): %v", o.Job, o.ID, o.Attempt, o.Action, o.Reason, o.Err)
-			}
-		},
-		OnError: func(err error) { say("%v", err) },
+	opts := base
+	opts.Handlers, opts.MaxAttempts, opts.Inbox = handlers, g.maxAttempts, e.pipe.Inbox()
+	opts.OnDone = func(_ *broker.Delivery, o broker.Outcome) {
+		tally.last.Store(time.Now().UnixNano())
+		switch {
+		case o.Duplicate:
+			tally.duplicates.Add(1)
+		case o.Action == broker.Acked:
+			tally.acked.Add(1)
+		case o.Action == broker.Retried:
+			tally.retried.Add(1)
+		case o.Action == broker.DeadLettered:
+			tally.dead.Add(1)
+		}
+		if o.Deleted {
+			tally.deleted.Add(1)
+		}
+		if o.Err != nil {
+			say("job %d (message %s): attempt %d %s (%s): %v", o.Job, o.ID, o.Attempt, o.Action, o.Reason, o.Err)
+		}
 	}
+	opts.OnError = func(err error) { say("%v", err) }
 	for range concurrency {
 		wg.Add(1)
 		go func() {
@@ -238,4 +236,12 @@ func relayNow(cmd *cobra.Command, g *globals, e *env, kind string) {
 		return
 	}
 	fmt.Fprintf(stderr, "relayed to the broker (destination %s)\n", g.destination)
+}
+
+// redactedBroker is --broker without its password, for messages.
+func (g *globals) redactedBroker() string {
+	if u, err := url.Parse(g.brokerURL); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }

@@ -174,3 +174,61 @@ func TestBrokerMissingPayloadDeadOnFirstAttempt(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkAWSPointer: a message built as the AWS extended client builds it
+// (pointer body naming an object the Java client uploaded under a UUID key,
+// ExtendedPayloadSize marker, no claimcheck attribute) is claimed by
+// work --broker --pointer-bucket --adopt-tenant, through a real broker.
+func TestWorkAWSPointer(t *testing.T) {
+	t.Parallel()
+	for _, bc := range brokers {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			u := bc.url(t)
+			b := setup(t)
+			b.ok("migrate") // creates the data directory and its file store
+			pdf, err := os.ReadFile(filepath.Join(corpus, "refcard-a4.pdf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const key = "3f9b7a52-1c4e-4d7a-9b0e-6a1f2c3d4e5f"
+			if err := os.MkdirAll(filepath.Join(b.data, "objects"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(b.data, "objects", key), pdf, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			tr, err := broker.Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := `["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"java-bucket","s3Key":"` + key + `"}]`
+			err = tr.Publish(ctx, []broker.Message{{Body: []byte(body), Attributes: map[string]string{broker.AttrPayloadSize: strconv.Itoa(len(pdf))}}})
+			tr.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Without adoption the pointer cannot be verified: dead on attempt 1.
+			r := b.run("", "--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s", "--pointer-bucket", "java-bucket")
+			if r.code != 1 || !strings.Contains(r.stderr, "carries no digest") || !strings.Contains(r.stdout, "dead-lettered 1") {
+				t.Fatalf("work without --adopt-tenant: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			// Published again, it is adopted and worked.
+			tr, err = broker.Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tr.Publish(ctx, []broker.Message{{Body: []byte(body), Attributes: map[string]string{broker.AttrPayloadSize: strconv.Itoa(len(pdf))}}})
+			tr.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = b.run("", "--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s", "--pointer-bucket", "java-bucket", "--adopt-tenant", "java")
+			if r.code != 0 || !strings.Contains(r.stdout, "succeeded 1") {
+				t.Fatalf("work --adopt-tenant: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}

@@ -167,7 +167,7 @@ func runBroker(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, hand
 			}
 		}
 		return true, nil
-	})
+	}, broker.ConsumeOptions{})
 	if err != nil {
 		return nil, err
 	}

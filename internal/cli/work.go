@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
@@ -33,6 +34,7 @@ func newWork(g *globals) *cobra.Command {
 	var kind string
 	var concurrency int
 	var untilEmpty, noRelay bool
+	var pointerBucket, adoptTenant string
 	var idle time.Duration
 	c := &cobra.Command{
 		Use:   "work --kind K [--concurrency N] [--until-empty] [--exec -- CMD ARGS...]",
@@ -99,7 +101,19 @@ delivered nothing for --idle.`,
 				if untilEmpty {
 					stop = untilIdle(cmd.Context(), e, g.destination, idle)
 				}
-				tally, err := brokerWork(cmd.Context(), g, e, tr, map[string]claimcheck.Handler{kind: h}, concurrency, !noRelay, cmd.ErrOrStderr(), stop)
+				if adoptTenant != "" {
+					if err := claimcheck.ValidateTenant(adoptTenant); err != nil {
+						return usagef("--adopt-tenant: %v", err)
+					}
+					if pointerBucket == "" {
+						return usagef("--adopt-tenant needs --pointer-bucket")
+					}
+				}
+				pointers := broker.ConsumeOptions{PointerBucket: pointerBucket, AdoptTenant: adoptTenant}
+				if pointerBucket != "" {
+					pointers.DefaultKind = kind // AWS producers set no kind
+				}
+				tally, err := brokerWork(cmd.Context(), g, e, tr, map[string]claimcheck.Handler{kind: h}, concurrency, !noRelay, cmd.ErrOrStderr(), stop, pointers)
 				if err != nil {
 					return err
 				}
@@ -163,6 +177,8 @@ delivered nothing for --idle.`,
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
 	c.Flags().BoolVar(&untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
 	c.Flags().BoolVar(&noRelay, "no-relay", false, "with --broker: consume only; another process relays the outbox")
+	c.Flags().StringVar(&pointerBucket, "pointer-bucket", "", "with --broker: accept AWS extended-client payload pointers naming this bucket (the store's), as jobs of --kind")
+	c.Flags().StringVar(&adoptTenant, "adopt-tenant", "", "with --pointer-bucket: accept pointers without claimcheck's digest (Java/Python producers) for this tenant: read once, size-checked, checked in, then verified")
 	c.Flags().DurationVar(&idle, "idle", 3*time.Second, "with --broker --until-empty: how long the broker must deliver nothing")
 	c.Flags().Bool("exec", false, "run the command after -- for each job (payload on stdin, result on stdout)")
 	return c
