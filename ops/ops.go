@@ -95,11 +95,9 @@ func (r *Report) Check(name string) *Check {
 	return nil
 }
 
-// argsOverhead mirrors the pipeline's bound on what a job's arguments add
-// around its ticket (field names, a 64-byte kind, a tenant and a 128-byte
-// idempotency key), the figure pipeline.Open checks the inline threshold
-// against.
-const argsOverhead = 64 + 64 + claimcheck.MaxTenantLen + pipeline.MaxIdempotencyKeyLen
+// argsOverhead is the pipeline's bound on what a job's arguments add around
+// its ticket, the figure pipeline.Open checks the inline threshold against.
+const argsOverhead = pipeline.ArgsOverhead
 
 // CheckInlineThreshold checks that an inline ticket for a payload of
 // threshold bytes (negative: nothing travels inline), wrapped in a job's

@@ -247,9 +247,13 @@ type jobArgs struct {
 	Destination string `json:"destination,omitempty"`
 }
 
-// argsOverhead bounds the bytes jobArgs adds around a ticket: field names,
-// a 64-byte kind, a tenant, a 128-byte idempotency key and a destination.
-const argsOverhead = 64 + 64 + claimcheck.MaxTenantLen + MaxIdempotencyKeyLen + 16 + MaxDestinationLen
+// ArgsOverhead bounds the bytes, in the job table, that a job's arguments
+// add around its ticket: field names, a 64-byte kind, a tenant, a 128-byte
+// idempotency key and an outbox destination. Open refuses an inline
+// threshold whose tickets plus this exceed Config.MaxMessageSize.
+const ArgsOverhead = 64 + 64 + claimcheck.MaxTenantLen + MaxIdempotencyKeyLen + 16 + MaxDestinationLen
+
+const argsOverhead = ArgsOverhead
 
 // MaxIdempotencyKeyLen is the longest idempotency key, in bytes.
 const MaxIdempotencyKeyLen = 128
