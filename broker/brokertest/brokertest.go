@@ -33,6 +33,7 @@ func RunConformance(t *testing.T, newTransport func(t *testing.T) broker.Transpo
 	t.Run("RetryRedeliversAfterDelay", func(t *testing.T) { testRetry(t, newTransport(t)) })
 	t.Run("DeadLetterWithReason", func(t *testing.T) { testDeadLetter(t, newTransport(t)) })
 	t.Run("ConsumeEndToEnd", func(t *testing.T) { testConsume(t, newTransport(t)) })
+	t.Run("DuplicateProcessedOnce", func(t *testing.T) { testDuplicate(t, newTransport(t)) })
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -377,5 +378,104 @@ func testConsume(t *testing.T, tr broker.Transport) {
 		t.Errorf("dead-letter reasons %v, want %v", reasons, wantReasons)
 	}
 	expectNone(t, dr.ReceiveDead, 300*time.Millisecond)
+	expectNone(t, tr.Receive, 300*time.Millisecond)
+}
+
+// memInbox is an in-process broker.Inbox for the suite (the real one,
+// pipeline.Pipeline.Inbox, keeps it in the job database).
+type memInbox struct {
+	mu   sync.Mutex
+	done map[string]bool
+}
+
+func (m *memInbox) Processed(_ context.Context, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.done[id], nil
+}
+
+func (m *memInbox) Record(_ context.Context, o broker.Outcome) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o.Action == broker.Acked {
+		m.done[o.ID] = true
+	}
+	return nil
+}
+
+// testDuplicate publishes one message twice with the same broker.AttrID
+// (a relay whose confirmation was lost publishes again): the transport
+// either drops the copy (JetStream's duplicate window) or delivers it, and
+// Consume with an Inbox runs the handler once either way; the id reaches
+// the delivery unchanged.
+func testDuplicate(t *testing.T, tr broker.Transport) {
+	ctx := ctxFor(t, 30*time.Second)
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("published twice"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := broker.NewMessage("dup", tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "cc-0123456789abcdef0123456789abcdef"
+	m.Attributes[broker.AttrID] = id
+	for range 2 {
+		if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var runs, settled, dups int
+	var mu sync.Mutex
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// Stop once nothing more arrives.
+		for {
+			time.Sleep(1500 * time.Millisecond)
+			mu.Lock()
+			n := settled
+			mu.Unlock()
+			if n >= 1 {
+				time.Sleep(1500 * time.Millisecond)
+				cancel()
+				return
+			}
+		}
+	}()
+	err = broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+		Inbox: &memInbox{done: map[string]bool{}},
+		Handlers: map[string]claimcheck.Handler{"dup": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+			mu.Lock()
+			runs++
+			mu.Unlock()
+			return nil, nil
+		})},
+		OnDone: func(d *broker.Delivery, o broker.Outcome) {
+			mu.Lock()
+			defer mu.Unlock()
+			settled++
+			if o.Duplicate {
+				dups++
+			}
+			if d.Attributes[broker.AttrID] != id || o.ID != id || o.Action != broker.Acked {
+				t.Errorf("delivery: id attribute %q, outcome id %q, action %s", d.Attributes[broker.AttrID], o.ID, o.Action)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs != 1 || settled < 1 || settled > 2 || dups != settled-1 {
+		t.Fatalf("handler ran %d times over %d deliveries (%d suppressed as duplicates); want once", runs, settled, dups)
+	}
 	expectNone(t, tr.Receive, 300*time.Millisecond)
 }
