@@ -2,8 +2,9 @@
 // service/sqs). The package is named sqsq so that it does not clash with the
 // SDK's package sqs.
 //
-// Layout: one standard SQS queue (Options.QueueURL) and its dead-letter queue
-// (Options.DeadLetterQueueURL). Both must exist; Open creates nothing. The
+// Layout: one SQS queue (Options.QueueURL) and its dead-letter queue
+// (Options.DeadLetterQueueURL), both standard or both FIFO (see "FIFO
+// queues" below). Both must exist; Open creates nothing. The
 // main queue should have a redrive policy naming the dead-letter queue with a
 // maxReceiveCount above the consumer's MaxAttempts: SQS then moves on its own
 // any message received more than maxReceiveCount times without being deleted
@@ -16,9 +17,11 @@
 //     of every response is checked: an entry in Failed, or missing from
 //     both Successful and Failed, is named in a *broker.PublishError, as are
 //     the entries of a batch whose request failed as a whole.
-//   - Attributes travel as MessageAttributes of DataType String. SQS allows
-//     at most 10 per message and no empty values; Publish refuses such
-//     messages before sending anything.
+//   - Attributes travel as MessageAttributes of DataType String, every one
+//     unchanged, broker.AttrID included (SQS's own MessageId is assigned by
+//     SQS, so the producer's id stays an attribute). SQS allows at most 10
+//     per message and no empty values; Publish refuses such messages before
+//     sending anything.
 //   - Receive long-polls (Options.WaitTime, default 20 s, SQS's maximum)
 //     with MessageAttributeNames ["All"] and MessageSystemAttributeNames
 //     ["ApproximateReceiveCount"], which becomes Delivery.Attempt. ID is the
@@ -49,6 +52,32 @@
 //     receive; a Retry or Extend past that fails with SQS's error.
 //   - Bodies travel as strings: SQS accepts only XML-legal Unicode, so a
 //     body must be valid UTF-8 text (tickets are JSON).
+//
+// FIFO queues: a queue whose URL ends in ".fifo" is a FIFO queue, and then
+// its dead-letter queue must be one too (SQS requires it; Open refuses a
+// mix). On a FIFO queue:
+//   - Publish sets each message's MessageGroupId to its broker.AttrTenant
+//     attribute (required: a message without one is refused with
+//     claimcheck.ErrConfig before anything is sent), so SQS orders each
+//     tenant's messages, and its MessageDeduplicationId to its
+//     broker.AttrID attribute, so SQS drops a second publish of the same
+//     outbox entry within its 5-minute deduplication interval. A message
+//     without AttrID is sent without a MessageDeduplicationId, which SQS
+//     accepts only if the queue has ContentBasedDeduplication. Both ids
+//     must be 1 to 128 characters of printable ASCII other than space.
+//   - DeadLetter's copy carries the same MessageGroupId (or "claimcheck" if
+//     the delivery has no usable tenant) and, as MessageDeduplicationId,
+//     the delivery's SQS MessageId, so a copy sent again after a crash
+//     between the send and the delete is dropped within 5 minutes.
+//   - SQS delivers no message of a group while another of that group is in
+//     flight: a Retry with a delay, or a long Extend, holds back the rest
+//     of that tenant's messages until that message is acknowledged or
+//     dead-lettered.
+//   - Each SendMessageBatch counts against FIFO throughput quotas (300
+//     requests per second per API action without high-throughput mode).
+//
+// OpenURL and broker.Open("sqs://...") build the client from the standard
+// AWS configuration chain; see OpenURL for the URL form.
 package sqsq
 
 import (
@@ -57,6 +86,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -112,6 +142,32 @@ type Options struct {
 type Transport struct {
 	opts Options
 	c    *sqs.Client
+	fifo bool // both queues are FIFO queues
+}
+
+// IsFIFO reports whether queueURL names a FIFO queue: SQS requires FIFO
+// queue names to end in ".fifo".
+func IsFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
+
+// maxFIFOIDLen is the longest MessageGroupId or MessageDeduplicationId.
+const maxFIFOIDLen = 128
+
+// fifoDeadLetterGroup is the MessageGroupId of a dead-letter copy whose
+// delivery has no usable tenant attribute.
+const fifoDeadLetterGroup = "claimcheck"
+
+// validFIFOID reports whether SQS accepts s as a MessageGroupId or
+// MessageDeduplicationId: 1 to 128 of a-z, A-Z, 0-9 and ASCII punctuation.
+func validFIFOID(s string) bool {
+	if s == "" || len(s) > maxFIFOIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 var _ broker.Transport = (*Transport)(nil)
@@ -129,6 +185,10 @@ func Open(_ context.Context, opts Options) (*Transport, error) {
 	if opts.QueueURL == opts.DeadLetterQueueURL {
 		return nil, fmt.Errorf("sqs: the dead-letter queue must differ from the queue: %w", claimcheck.ErrConfig)
 	}
+	if IsFIFO(opts.QueueURL) != IsFIFO(opts.DeadLetterQueueURL) {
+		return nil, fmt.Errorf("sqs: queue %s and dead-letter queue %s must be both FIFO (names ending in .fifo) or both standard: %w",
+			opts.QueueURL, opts.DeadLetterQueueURL, claimcheck.ErrConfig)
+	}
 	if opts.MaxMessageSize == 0 {
 		opts.MaxMessageSize = DefaultMaxMessageSize
 	}
@@ -141,7 +201,7 @@ func Open(_ context.Context, opts Options) (*Transport, error) {
 	if opts.WaitTime <= 0 || opts.WaitTime > MaxWaitTime {
 		opts.WaitTime = MaxWaitTime
 	}
-	return &Transport{opts: opts, c: opts.Client}, nil
+	return &Transport{opts: opts, c: opts.Client, fifo: IsFIFO(opts.QueueURL)}, nil
 }
 
 // MaxMessageSize implements broker.Transport.
@@ -152,6 +212,13 @@ func (t *Transport) QueueURL() string { return t.opts.QueueURL }
 
 // DeadLetterQueueURL returns the dead-letter queue's URL.
 func (t *Transport) DeadLetterQueueURL() string { return t.opts.DeadLetterQueueURL }
+
+// Options returns the options the transport was opened with, defaults
+// applied.
+func (t *Transport) Options() Options { return t.opts }
+
+// FIFO reports whether the transport's queues are FIFO queues.
+func (t *Transport) FIFO() bool { return t.fifo }
 
 func checkAttributes(msgs []broker.Message) error {
 	for i, m := range msgs {
@@ -168,6 +235,30 @@ func checkAttributes(msgs []broker.Message) error {
 		}
 	}
 	return nil
+}
+
+// checkFIFO refuses, on a FIFO queue, messages without a tenant usable as
+// MessageGroupId or with an AttrID unusable as MessageDeduplicationId.
+func checkFIFO(msgs []broker.Message) error {
+	for i, m := range msgs {
+		if g := m.Attributes[broker.AttrTenant]; !validFIFOID(g) {
+			return fmt.Errorf("sqs: message #%d: a FIFO queue needs a %s attribute of 1 to %d printable ASCII characters for MessageGroupId, got %q: %w",
+				i, broker.AttrTenant, maxFIFOIDLen, g, claimcheck.ErrConfig)
+		}
+		if id, ok := m.Attributes[broker.AttrID]; ok && !validFIFOID(id) {
+			return fmt.Errorf("sqs: message #%d: %s %q cannot be a MessageDeduplicationId (1 to %d printable ASCII characters): %w",
+				i, broker.AttrID, id, maxFIFOIDLen, claimcheck.ErrConfig)
+		}
+	}
+	return nil
+}
+
+// nonEmpty returns &s, or nil for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func attributes(a map[string]string) map[string]types.MessageAttributeValue {
@@ -208,6 +299,11 @@ func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 	if err := checkAttributes(msgs); err != nil {
 		return err
 	}
+	if t.fifo {
+		if err := checkFIFO(msgs); err != nil {
+			return err
+		}
+	}
 	perr := &broker.PublishError{Failed: map[int]error{}, Total: len(msgs)}
 	for _, b := range batches(msgs, t.opts.MaxMessageSize) {
 		if err := ctx.Err(); err != nil {
@@ -218,11 +314,16 @@ func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 		}
 		entries := make([]types.SendMessageBatchRequestEntry, 0, b[1]-b[0])
 		for i := b[0]; i < b[1]; i++ {
-			entries = append(entries, types.SendMessageBatchRequestEntry{
+			e := types.SendMessageBatchRequestEntry{
 				Id:                aws.String(strconv.Itoa(i)),
 				MessageBody:       aws.String(string(msgs[i].Body)),
 				MessageAttributes: attributes(msgs[i].Attributes),
-			})
+			}
+			if t.fifo {
+				e.MessageGroupId = aws.String(msgs[i].Attributes[broker.AttrTenant])
+				e.MessageDeduplicationId = nonEmpty(msgs[i].Attributes[broker.AttrID])
+			}
+			entries = append(entries, e)
 		}
 		out, err := t.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.opts.QueueURL), Entries: entries})
 		if err != nil {
@@ -399,9 +500,20 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 	if err := checkAttributes([]broker.Message{m}); err != nil {
 		return fmt.Errorf("sqs: dead-letter %s: %w", d.ID, err)
 	}
-	if _, err := t.c.SendMessage(ctx, &sqs.SendMessageInput{
+	in := &sqs.SendMessageInput{
 		QueueUrl: aws.String(t.opts.DeadLetterQueueURL), MessageBody: aws.String(string(m.Body)), MessageAttributes: attributes(attrs),
-	}); err != nil {
+	}
+	if t.fifo {
+		group := attrs[broker.AttrTenant]
+		if !validFIFOID(group) {
+			group = fifoDeadLetterGroup
+		}
+		in.MessageGroupId = aws.String(group)
+		if validFIFOID(d.ID) {
+			in.MessageDeduplicationId = aws.String(d.ID)
+		}
+	}
+	if _, err := t.c.SendMessage(ctx, in); err != nil {
 		return fmt.Errorf("sqs: dead-letter %s: SendMessage: %w", d.ID, err)
 	}
 	return t.Ack(ctx, d)

@@ -8,7 +8,7 @@ package sqsq
 // operations the transport uses: SendMessageBatch, SendMessage,
 // ReceiveMessage, DeleteMessage, ChangeMessageVisibility and
 // GetQueueAttributes (MaximumMessageSize, QueueArn, RedrivePolicy, as set
-// by the test; the redrive itself is not performed), on standard
+// by the test; the redrive itself is not performed), on standard and FIFO
 // queues created by the test (no CreateQueue).
 //
 // SQS's documented limits it enforces:
@@ -27,9 +27,19 @@ package sqsq
 //     DeleteMessage takes the latest handle (older ones are refused here,
 //     which is stricter than SQS).
 //
-// Not modelled: FIFO queues, redrive policies, retention, MD5 of attributes
-// (the SDK validates only body MD5s, which are returned), IAM, signatures
-// (accepted unchecked).
+// FIFO queues (names ending in ".fifo"), as far as modelled: every send
+// needs a MessageGroupId and a MessageDeduplicationId (1 to 128 printable
+// ASCII characters; no content-based deduplication), per-message
+// DelaySeconds is refused, and a send whose deduplication id the queue saw
+// in the last 5 minutes succeeds with the first message's id and enqueues
+// nothing. A standard queue refuses MessageDeduplicationId. Ordering and
+// message-group blocking on receive are NOT modelled (FIFO queues deliver
+// like standard ones here).
+//
+// Not modelled: redrive policies, retention, MD5 of attributes (the SDK
+// validates only body MD5s, which are returned), IAM, signatures (accepted
+// unchecked; the access key and credential scope of every request's
+// Authorization header are recorded for tests).
 
 import (
 	"crypto/md5"
@@ -56,6 +66,8 @@ type standInMsg struct {
 	visibleAt time.Time
 	receives  int
 	handle    string // latest receipt handle, "" if never received
+	group     string // MessageGroupId, "" if none
+	dedup     string // MessageDeduplicationId, "" if none
 }
 
 type standInAttr struct {
@@ -69,7 +81,18 @@ type standInQueue struct {
 	maxSize    int64
 	visibility time.Duration
 	msgs       []*standInMsg
+	fifo       bool
+	dedup      map[string]standInDedup // FIFO: by MessageDeduplicationId
 }
+
+// standInDedup is a FIFO queue's record of a deduplication id.
+type standInDedup struct {
+	id   string // MessageId of the first message sent with it
+	seen time.Time
+}
+
+// standInDedupInterval is SQS's FIFO deduplication interval.
+const standInDedupInterval = 5 * time.Minute
 
 // standInSQS is the stand-in server's state.
 type standInSQS struct {
@@ -82,6 +105,7 @@ type standInSQS struct {
 	// Test hooks and counters.
 	failEntry func(body string) bool // entries it reports as Failed
 	batches   []standInBatch         // every accepted SendMessageBatch
+	scopes    []string               // Credential= of every request's Authorization header
 }
 
 type standInBatch struct {
@@ -103,7 +127,8 @@ func (s *standInSQS) createQueue(name string, maxSize int64) string {
 	}
 	url := s.srv.URL + "/000000000000/" + name
 	s.mu.Lock()
-	s.queues[url] = &standInQueue{arn: "arn:aws:sqs:us-east-1:000000000000:" + name, maxSize: maxSize, visibility: 30 * time.Second}
+	s.queues[url] = &standInQueue{arn: "arn:aws:sqs:us-east-1:000000000000:" + name, maxSize: maxSize, visibility: 30 * time.Second,
+		fifo: strings.HasSuffix(name, ".fifo"), dedup: map[string]standInDedup{}}
 	s.mu.Unlock()
 	return url
 }
@@ -135,6 +160,12 @@ func errInvalid(format string, a ...any) *standInError {
 }
 
 func (s *standInSQS) serve(w http.ResponseWriter, r *http.Request) {
+	if _, cred, ok := strings.Cut(r.Header.Get("Authorization"), "Credential="); ok {
+		cred, _, _ = strings.Cut(cred, ",")
+		s.mu.Lock()
+		s.scopes = append(s.scopes, cred)
+		s.mu.Unlock()
+	}
 	op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
 	if r.Method != http.MethodPost || !ok || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-amz-json-1.0") {
 		writeErr(w, &standInError{400, "com.amazonaws.sqs#InvalidAction", "AWS.SimpleQueueService.InvalidAction", "stand-in: not an AWS JSON 1.0 SQS request"})
@@ -246,10 +277,56 @@ func checkAttrs(attrs map[string]standInAttr) *standInError {
 }
 
 type sendEntry struct {
-	Id                string                 `json:"Id"`
-	MessageBody       *string                `json:"MessageBody"`
-	DelaySeconds      *int64                 `json:"DelaySeconds"`
-	MessageAttributes map[string]standInAttr `json:"MessageAttributes"`
+	Id                     string                 `json:"Id"`
+	MessageBody            *string                `json:"MessageBody"`
+	DelaySeconds           *int64                 `json:"DelaySeconds"`
+	MessageAttributes      map[string]standInAttr `json:"MessageAttributes"`
+	MessageGroupId         *string                `json:"MessageGroupId"`
+	MessageDeduplicationId *string                `json:"MessageDeduplicationId"`
+}
+
+// fifoID reports whether SQS accepts s as a MessageGroupId or
+// MessageDeduplicationId.
+func fifoID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// standInCheckFIFO validates a send's FIFO parameters for q; it returns the
+// first message's id if the send is a duplicate. The caller holds s.mu.
+func standInCheckFIFO(q *standInQueue, e sendEntry) (dupOf string, serr *standInError) {
+	if !q.fifo {
+		if e.MessageDeduplicationId != nil {
+			return "", errInvalid("The request include parameter that is not valid for this queue type")
+		}
+		return "", nil
+	}
+	if e.MessageGroupId == nil {
+		return "", &standInError{400, "com.amazonaws.sqs#MissingParameter", "MissingParameter", "The request must contain the parameter MessageGroupId."}
+	}
+	if !fifoID(*e.MessageGroupId) {
+		return "", errInvalid("Value %s for parameter MessageGroupId is invalid.", *e.MessageGroupId)
+	}
+	if e.MessageDeduplicationId == nil {
+		return "", errInvalid("The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
+	}
+	if !fifoID(*e.MessageDeduplicationId) {
+		return "", errInvalid("Value %s for parameter MessageDeduplicationId is invalid.", *e.MessageDeduplicationId)
+	}
+	if e.DelaySeconds != nil && *e.DelaySeconds != 0 {
+		return "", errInvalid("Value %d for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.", *e.DelaySeconds)
+	}
+	if d, ok := q.dedup[*e.MessageDeduplicationId]; ok && time.Since(d.seen) < standInDedupInterval {
+		return d.id, nil
+	}
+	return "", nil
 }
 
 // enqueue validates and stores one message; the caller holds s.mu.
@@ -263,6 +340,14 @@ func (s *standInSQS) enqueue(q *standInQueue, e sendEntry) (*standInMsg, *standI
 	if n := msgSize(*e.MessageBody, e.MessageAttributes); n > q.maxSize {
 		return nil, errInvalid("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", q.maxSize)
 	}
+	dupOf, serr := standInCheckFIFO(q, e)
+	if serr != nil {
+		return nil, serr
+	}
+	if dupOf != "" {
+		// Accepted and dropped, as SQS does within the interval.
+		return &standInMsg{id: dupOf, body: *e.MessageBody}, nil
+	}
 	delay := int64(0)
 	if e.DelaySeconds != nil {
 		delay = *e.DelaySeconds
@@ -272,6 +357,15 @@ func (s *standInSQS) enqueue(q *standInQueue, e sendEntry) (*standInMsg, *standI
 	}
 	now := time.Now()
 	m := &standInMsg{id: newToken(16), body: *e.MessageBody, attrs: e.MessageAttributes, sent: now, visibleAt: now.Add(time.Duration(delay) * time.Second)}
+	if e.MessageGroupId != nil {
+		m.group = *e.MessageGroupId
+	}
+	if e.MessageDeduplicationId != nil {
+		m.dedup = *e.MessageDeduplicationId
+		if q.fifo {
+			q.dedup[m.dedup] = standInDedup{id: m.id, seen: now}
+		}
+	}
 	q.msgs = append(q.msgs, m)
 	return m, nil
 }
@@ -553,6 +647,26 @@ func (s *standInSQS) setRedrive(url, policy string) {
 	s.mu.Lock()
 	s.queues[url].redrive = policy
 	s.mu.Unlock()
+}
+
+// fifoIDs returns the MessageGroupId and MessageDeduplicationId of every
+// message in a queue, in order.
+func (s *standInSQS) fifoIDs(url string) (groups, dedups []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.queues[url].msgs {
+		groups = append(groups, m.group)
+		dedups = append(dedups, m.dedup)
+	}
+	return groups, dedups
+}
+
+// credentialScopes returns the Credential= of every request so far
+// ("AKID/date/region/sqs/aws4_request").
+func (s *standInSQS) credentialScopes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.scopes...)
 }
 
 // arn returns a queue's ARN.

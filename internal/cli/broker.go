@@ -16,6 +16,7 @@ import (
 	"github.com/claimcheck/claimcheck/broker"
 	_ "github.com/claimcheck/claimcheck/broker/natsjs"   // nats://
 	_ "github.com/claimcheck/claimcheck/broker/rabbitmq" // amqp://, amqps://
+	_ "github.com/claimcheck/claimcheck/broker/sqs"      // sqs://
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
