@@ -232,3 +232,38 @@ func TestWorkAWSPointer(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkDeleteOnAck: with --delete-on-ack the payload's object is gone
+// once its message is acknowledged; without it, it stays.
+func TestWorkDeleteOnAck(t *testing.T) {
+	t.Parallel()
+	bc := brokers[0]
+	u := bc.url(t)
+	b := setup(t)
+	b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	b.ok("--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s")
+	digest := sha256File(t, filepath.Join(corpus, "bash.pdf"))
+	count := func() int {
+		n := 0
+		for key := range b.objects() {
+			if strings.HasSuffix(key, digest) {
+				n++
+			}
+		}
+		return n
+	}
+	if count() != 1 {
+		t.Fatalf("without --delete-on-ack the payload must stay: %v", b.objects())
+	}
+	b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "refcard-a4.pdf"))
+	b.ok("--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s", "--delete-on-ack")
+	ref := sha256File(t, filepath.Join(corpus, "refcard-a4.pdf"))
+	for key := range b.objects() {
+		if strings.HasSuffix(key, ref) {
+			t.Fatalf("with --delete-on-ack the payload %s is still there", key)
+		}
+	}
+	if count() != 1 {
+		t.Fatalf("the first job's payload went too: %v", b.objects())
+	}
+}

@@ -33,7 +33,7 @@ func builtinHandlers() map[string]claimcheck.Handler {
 func newWork(g *globals) *cobra.Command {
 	var kind string
 	var concurrency int
-	var untilEmpty, noRelay bool
+	var untilEmpty, noRelay, deleteOnAck bool
 	var pointerBucket, adoptTenant string
 	var idle time.Duration
 	c := &cobra.Command{
@@ -113,6 +113,9 @@ delivered nothing for --idle.`,
 				if pointerBucket != "" {
 					pointers.DefaultKind = kind // AWS producers set no kind
 				}
+				if deleteOnAck {
+					pointers.DeleteOnAck = e.pipe
+				}
 				tally, err := brokerWork(cmd.Context(), g, e, tr, map[string]claimcheck.Handler{kind: h}, concurrency, !noRelay, cmd.ErrOrStderr(), stop, pointers)
 				if err != nil {
 					return err
@@ -177,6 +180,7 @@ delivered nothing for --idle.`,
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
 	c.Flags().BoolVar(&untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
 	c.Flags().BoolVar(&noRelay, "no-relay", false, "with --broker: consume only; another process relays the outbox")
+	c.Flags().BoolVar(&deleteOnAck, "delete-on-ack", false, "with --broker: delete a payload's object once its message is acknowledged and no other subscriber or job refers to it (default: retention and sweep clean up)")
 	c.Flags().StringVar(&pointerBucket, "pointer-bucket", "", "with --broker: accept AWS extended-client payload pointers naming this bucket (the store's), as jobs of --kind")
 	c.Flags().StringVar(&adoptTenant, "adopt-tenant", "", "with --pointer-bucket: accept pointers without claimcheck's digest (Java/Python producers) for this tenant: read once, size-checked, checked in, then verified")
 	c.Flags().DurationVar(&idle, "idle", 3*time.Second, "with --broker --until-empty: how long the broker must deliver nothing")
