@@ -4,115 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/broker/natsjs"
+	"github.com/claimcheck/claimcheck/internal/outageproxy"
 )
-
-// tcpProxy is a TCP proxy in front of the real NATS server, to simulate a
-// network outage: it forwards every connection to target, byte for byte,
-// until cut closes all of them and makes it close new ones at once; restore
-// ends the outage. It is not a NATS server and speaks no protocol.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func startTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return // listener closed
-		}
-		p.mu.Lock()
-		cut := p.cut
-		p.mu.Unlock()
-		if cut {
-			c.Close()
-			continue
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			s.Close()
-			continue
-		}
-		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			defer p.wg.Done()
-			io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-			p.mu.Lock()
-			delete(p.conns, dst)
-			delete(p.conns, src)
-			p.mu.Unlock()
-		}
-		p.wg.Add(2)
-		go pipe(s, c)
-		go pipe(c, s)
-	}
-}
-
-// cutAll closes every forwarded connection and refuses new ones.
-func (p *tcpProxy) cutAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for c := range p.conns {
-		c.Close()
-	}
-}
-
-// restore forwards new connections again.
-func (p *tcpProxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = false
-}
 
 // TestReconnectAfterOutage: through a TCP proxy that cuts every connection
 // for about 2 s, a pull in progress and Publish, Receive and Extend fail
@@ -128,9 +29,9 @@ func TestReconnectAfterOutage(t *testing.T) {
 	if u.Port() == "" {
 		target = net.JoinHostPort(u.Hostname(), "4222")
 	}
-	proxy := startTCPProxy(t, target)
+	proxy := outageproxy.New(t, target)
 	pu := *u
-	pu.Host = proxy.addr()
+	pu.Host = proxy.Addr()
 
 	opts := uniqueOptions(t)
 	opts.ReconnectWait = 100 * time.Millisecond
@@ -182,7 +83,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 
-	proxy.cutAll()
+	proxy.Cut()
 	cutAt := time.Now()
 	select {
 	case r := <-pulled:
@@ -233,7 +134,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	proxy.restore()
+	proxy.Restore()
 
 	// The same Transport publishes again once nats.go has reconnected.
 	deadline := time.Now().Add(10 * time.Second)

@@ -1,170 +1,20 @@
 package rabbitmq_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/broker/rabbitmq"
+	"github.com/claimcheck/claimcheck/internal/outageproxy"
 )
-
-// outageProxy is a plain TCP proxy between the Transport and the real
-// RabbitMQ server (it is not a fake broker: every byte goes to RabbitMQ and
-// back). cut closes every proxied connection and makes the proxy close new
-// ones at once, as a broker outage would; restore lets them through again.
-type outageProxy struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	down   bool
-	frozen bool         // drop what RabbitMQ sends (confirms never arrive)
-	sent   bytes.Buffer // everything the clients sent, to check what went out
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func startOutageProxy(t *testing.T, target string) *outageProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &outageProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *outageProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *outageProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !p.track(c) {
-			c.Close() // down: the client's handshake fails at once
-			continue
-		}
-		p.wg.Add(1)
-		go p.serve(c)
-	}
-}
-
-// track registers c unless the proxy is down.
-func (p *outageProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.down {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *outageProxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		delete(p.conns, c)
-		c.Close()
-	}
-}
-
-func (p *outageProxy) serve(client net.Conn) {
-	defer p.wg.Done()
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		p.untrack(client)
-		return
-	}
-	if !p.track(up) {
-		p.untrack(client, up)
-		return
-	}
-	done := make(chan struct{})
-	go func() {
-		p.pipe(up, client, false)
-		p.untrack(client, up)
-		close(done)
-	}()
-	p.pipe(client, up, true)
-	p.untrack(client, up)
-	<-done
-}
-
-// pipe copies src to dst, recording what clients send; toClient bytes are
-// dropped while the proxy is frozen.
-func (p *outageProxy) pipe(dst, src net.Conn, toClient bool) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			drop := toClient && p.frozen
-			if !toClient {
-				p.sent.Write(buf[:n])
-			}
-			p.mu.Unlock()
-			if !drop {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// freeze drops everything RabbitMQ sends from now on, until restore.
-func (p *outageProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.frozen = true
-}
-
-// hasSent reports whether a client has sent b through the proxy.
-func (p *outageProxy) hasSent(b string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return bytes.Contains(p.sent.Bytes(), []byte(b))
-}
-
-// cut closes every connection through the proxy and refuses new ones.
-func (p *outageProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *outageProxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down, p.frozen = false, false
-}
 
 // proxiedURL returns raw with its host replaced by the proxy's, and the
 // RabbitMQ address the proxy forwards to.
@@ -205,15 +55,15 @@ func TestReconnectAfterOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
 	target, via := proxiedURL(t, raw)
-	proxy := startOutageProxy(t, target)
+	proxy := outageproxy.New(t, target)
 
 	name := fmt.Sprintf("cctest.reconnect.%d", time.Now().UnixNano())
-	tr, err := rabbitmq.Open(ctx, via(proxy.addr()), rabbitmq.Options{Queue: name, DialTimeout: 3 * time.Second})
+	tr, err := rabbitmq.Open(ctx, via(proxy.Addr()), rabbitmq.Options{Queue: name, DialTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		proxy.restore()
+		proxy.Restore()
 		if err := tr.DeleteTopology(); err != nil {
 			t.Errorf("delete topology: %v", err)
 		}
@@ -276,7 +126,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	cutAt := time.Now()
-	proxy.cut()
+	proxy.Cut()
 
 	select {
 	case err := <-blocked:
@@ -307,7 +157,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 	wantStale("Ack of a delivery from before the outage, during it", tr.Ack(ctx, stale[0]))
 
 	time.Sleep(time.Until(cutAt.Add(2 * time.Second)))
-	proxy.restore()
+	proxy.Restore()
 
 	// After the outage: the same Transport works again.
 	if err := tr.Publish(ctx, bodiesOf("b", 4)); err != nil {
@@ -389,14 +239,14 @@ func TestPublishPipelinesAndLosesConfirms(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	target, via := proxiedURL(t, raw)
-	proxy := startOutageProxy(t, target)
+	proxy := outageproxy.New(t, target)
 	name := fmt.Sprintf("cctest.pipeline.%d", time.Now().UnixNano())
-	tr, err := rabbitmq.Open(ctx, via(proxy.addr()), rabbitmq.Options{Queue: name, DialTimeout: 3 * time.Second})
+	tr, err := rabbitmq.Open(ctx, via(proxy.Addr()), rabbitmq.Options{Queue: name, DialTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		proxy.restore()
+		proxy.Restore()
 		if err := tr.DeleteTopology(); err != nil {
 			t.Errorf("delete topology: %v", err)
 		}
@@ -406,11 +256,11 @@ func TestPublishPipelinesAndLosesConfirms(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	proxy.freeze() // RabbitMQ still gets everything; its confirms are dropped
+	proxy.Freeze() // RabbitMQ still gets everything; its confirms are dropped
 	waitSent := func(marker string) {
 		t.Helper()
 		deadline := time.Now().Add(3 * time.Second)
-		for !proxy.hasSent(marker) {
+		for !proxy.HasSent(marker) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%q not sent within 3 s", marker)
 			}
@@ -431,7 +281,7 @@ func TestPublishPipelinesAndLosesConfirms(t *testing.T) {
 	default:
 	}
 
-	proxy.cut()
+	proxy.Cut()
 	for _, c := range []struct {
 		name string
 		res  chan error
@@ -454,7 +304,7 @@ func TestPublishPipelinesAndLosesConfirms(t *testing.T) {
 		}
 	}
 
-	proxy.restore()
+	proxy.Restore()
 	if err := tr.Publish(ctx, bodiesOf("after", 1)); err != nil {
 		t.Fatalf("publish after the connection came back: %v", err)
 	}
