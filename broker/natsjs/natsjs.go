@@ -1,20 +1,43 @@
 // Package natsjs is a broker.Transport over NATS JetStream (nats.go's
 // jetstream package).
 //
-// Topology, created or updated by Open for Options{Stream: S, Subject: T,
-// Consumer: C}:
+// Topology, for Options{Stream: S, Subject: T, Consumer: C}:
 //
 //   - S: a file-storage stream on the literal subject T with work-queue
 //     retention (a message is removed once acknowledged or terminated), so a
 //     Transport is one queue, as on RabbitMQ and SQS. Fan-out is one stream
 //     per subscriber. Its duplicate window (StreamConfig.Duplicates) is
 //     Options.DuplicateWindow, default DefaultDuplicateWindow (2 minutes).
+//     T defaults to DefaultSubject(S): "claimcheck.S.jobs" (the stream
+//     name's case kept), except "claimcheck.jobs" for the stream
+//     "CLAIMCHECK" (DefaultURLStream), as in earlier versions. Streams of
+//     different names thus get subjects that never overlap, so several
+//     can live on one server without naming their subjects.
 //   - C: a durable pull consumer on S with explicit ack, AckWait and
 //     MaxDeliver from Options.
 //   - S_DEAD on subject T.dead (Options.DeadStream, Options.DeadSubject): the
 //     dead-letter stream, file storage, work-queue retention, the same
 //     duplicate window, read through the durable pull consumer C_DEAD
 //     (ReceiveDead).
+//
+// Existing streams: Open creates a stream that does not exist. A stream
+// that exists (S or S_DEAD) must already have exactly the settings
+// claimcheck depends on: its one subject (T, or T.dead), work-queue
+// retention and file storage. If one differs, Open fails with an error
+// wrapping claimcheck.ErrConfig that names the stream, its current
+// settings and the requested ones, and changes neither stream (as RabbitMQ
+// refuses to redeclare a queue with other arguments: PRECONDITION_FAILED).
+// Changing a stream's subjects would take them from the publishers that
+// use them; changing its retention or storage would change what the queue
+// keeps. To move a queue, use another stream name or delete the stream.
+// Both streams are checked before either is created or updated. The
+// other settings of an existing stream (limits, replicas, placement,
+// description) are left as they are, except its duplicate window: Open
+// sets it to Options.DuplicateWindow when it differs (harmless to
+// publishers: it only changes how long a Nats-Msg-Id is remembered), so
+// the last process to Open a stream decides its window. The consumers C
+// and C_DEAD are created, or updated to the Options' AckWait and
+// MaxDeliver.
 //
 // Choices:
 //   - Publish sends every message with PublishMsgAsync (expecting stream S)
@@ -99,6 +122,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -143,7 +167,9 @@ const (
 type Options struct {
 	// Stream is the stream's name. Required: letters, digits, '-' and '_'.
 	Stream string
-	// Subject is the literal subject messages are published to. Required.
+	// Subject is the literal subject messages are published to. Default
+	// DefaultSubject(Stream). An existing stream must have exactly this
+	// subject (see the package doc).
 	Subject string
 	// Consumer is the durable pull consumer's name. Required, like Stream.
 	Consumer string
@@ -214,13 +240,15 @@ func validSubject(s string) bool {
 
 // Open connects to url (nats://host:port, or a comma-separated list of
 // servers, with user:password@ or token@ if the server wants them), creates
-// or updates the streams and consumers described in the package doc and
-// returns the transport, its connection set up to reconnect as the package
-// doc describes.
+// the streams described in the package doc or checks the existing ones,
+// creates or updates the consumers and returns the transport, its
+// connection set up to reconnect as the package doc describes.
 //
 // Errors: claimcheck.ErrConfig for invalid options, a URL that does not
 // parse, a server whose max_payload is too small for MaxMessageSize, no
-// JetStream, or a stream or consumer configuration the server refuses;
+// JetStream, an existing stream whose subjects, retention or storage
+// differ from the requested ones (see the package doc), or a stream or
+// consumer configuration the server refuses;
 // claimcheck.ErrUnavailable if the server cannot be reached (10 s to
 // connect to each server, ctx not used) or the JetStream API does not answer
 // before ctx is done; claimcheck.ErrAccessDenied if the server refuses the
@@ -234,6 +262,9 @@ func Open(ctx context.Context, url string, opts Options) (*Transport, error) {
 }
 
 func open(ctx context.Context, url string, opts Options) (*Transport, error) {
+	if opts.Subject == "" {
+		opts.Subject = DefaultSubject(opts.Stream)
+	}
 	if opts.DeadStream == "" {
 		opts.DeadStream = opts.Stream + "_DEAD"
 	}
@@ -325,13 +356,25 @@ func (t *Transport) declareError(err error) error {
 
 func (t *Transport) declare(ctx context.Context) error {
 	o := t.opts
-	for _, s := range []struct{ name, subj string }{{o.Stream, o.Subject}, {o.DeadStream, o.DeadSubject}} {
-		if _, err := t.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name: s.name, Subjects: []string{s.subj}, Storage: jetstream.FileStorage,
-			Retention: jetstream.WorkQueuePolicy, Description: "claimcheck",
-			Duplicates: o.DuplicateWindow,
-		}); err != nil {
-			return fmt.Errorf("natsjs: create stream %q: %w", s.name, t.declareError(err))
+	want := []jetstream.StreamConfig{t.streamConfig(o.Stream, o.Subject), t.streamConfig(o.DeadStream, o.DeadSubject)}
+	// Check both streams before touching either, so a refused Open
+	// changes nothing.
+	have := make([]*jetstream.StreamInfo, len(want))
+	for i, w := range want {
+		info, err := t.streamInfo(ctx, w.Name)
+		if err != nil {
+			return err
+		}
+		if info != nil {
+			if err := checkStream(info.Config, w); err != nil {
+				return err
+			}
+		}
+		have[i] = info
+	}
+	for i, w := range want {
+		if err := t.ensureStream(ctx, w, have[i]); err != nil {
+			return err
 		}
 	}
 	con, err := t.js.CreateOrUpdateConsumer(ctx, o.Stream, jetstream.ConsumerConfig{
@@ -349,6 +392,92 @@ func (t *Transport) declare(ctx context.Context) error {
 		return fmt.Errorf("natsjs: create consumer %q on %q: %w", o.Consumer+"_DEAD", o.DeadStream, t.declareError(err))
 	}
 	t.con, t.dead = con, dead
+	return nil
+}
+
+// streamConfig is the configuration Open gives a stream it creates.
+func (t *Transport) streamConfig(name, subject string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage,
+		Retention: jetstream.WorkQueuePolicy, Description: "claimcheck",
+		Duplicates: t.opts.DuplicateWindow,
+	}
+}
+
+// streamInfo returns the stream's information, or nil if it does not
+// exist.
+func (t *Transport) streamInfo(ctx context.Context, name string) (*jetstream.StreamInfo, error) {
+	s, err := t.js.Stream(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("natsjs: stream %q: %w", name, t.declareError(err))
+	}
+	return s.CachedInfo(), nil
+}
+
+// checkStream returns an error wrapping claimcheck.ErrConfig if the
+// existing stream's configuration have differs from want in a setting
+// claimcheck depends on: its subjects, retention or storage.
+func checkStream(have, want jetstream.StreamConfig) error {
+	var diffs []string
+	if !slices.Equal(have.Subjects, want.Subjects) {
+		diffs = append(diffs, fmt.Sprintf("subjects %s, requested %s", quoteList(have.Subjects), quoteList(want.Subjects)))
+	}
+	if have.Retention != want.Retention {
+		diffs = append(diffs, fmt.Sprintf("retention %s, requested %s", have.Retention, want.Retention))
+	}
+	if have.Storage != want.Storage {
+		diffs = append(diffs, fmt.Sprintf("storage %s, requested %s", have.Storage, want.Storage))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("natsjs: stream %q exists with %s; refusing to change it (use its settings or another stream name, or delete the stream): %w",
+		want.Name, strings.Join(diffs, "; "), claimcheck.ErrConfig)
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, " ") + "]"
+}
+
+// ensureStream creates the stream want if have is nil, or sets the
+// duplicate window of the existing (checked) stream have, keeping its
+// other settings.
+func (t *Transport) ensureStream(ctx context.Context, want jetstream.StreamConfig, have *jetstream.StreamInfo) error {
+	if have == nil {
+		_, err := t.js.CreateStream(ctx, want)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("natsjs: create stream %q: %w", want.Name, t.declareError(err))
+		}
+		// Created meanwhile by another process, with another
+		// configuration: check it as if it had been there.
+		if have, err = t.streamInfo(ctx, want.Name); err != nil {
+			return err
+		}
+		if have == nil {
+			return fmt.Errorf("natsjs: create stream %q: created and deleted meanwhile: %w", want.Name, claimcheck.ErrUnavailable)
+		}
+		if err := checkStream(have.Config, want); err != nil {
+			return err
+		}
+	}
+	if have.Config.Duplicates == want.Duplicates {
+		return nil
+	}
+	cfg := have.Config
+	cfg.Duplicates = want.Duplicates
+	if _, err := t.js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("natsjs: update duplicate window of stream %q: %w", want.Name, t.declareError(err))
+	}
 	return nil
 }
 

@@ -13,11 +13,38 @@ import (
 )
 
 // Defaults of OpenURL for the parameters that Options requires.
+// DefaultURLSubject is the default subject of the stream DefaultURLStream
+// only: see DefaultSubject.
 const (
 	DefaultURLStream   = "CLAIMCHECK"
 	DefaultURLSubject  = "claimcheck.jobs"
 	DefaultURLConsumer = "claimcheck"
 )
+
+// DefaultSubject is the subject Open and OpenURL use for stream when none
+// is given: "claimcheck." + stream + ".jobs", the stream name's case kept
+// (NATS names and subjects are case-sensitive, so streams "JOBS" and
+// "jobs" get different subjects) and any character other than letters,
+// digits, '-' and '_' (none in a valid stream name) replaced by '_'; but
+// DefaultURLSubject ("claimcheck.jobs") for DefaultURLStream
+// ("CLAIMCHECK"), the subject that stream had before subjects were derived
+// from stream names. Different stream names give different subjects, none
+// of them another's dead-letter subject.
+func DefaultSubject(stream string) string {
+	if stream == DefaultURLStream {
+		return DefaultURLSubject
+	}
+	tok := []byte(stream)
+	for i, c := range tok {
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			tok[i] = '_'
+		}
+	}
+	if len(tok) == 0 {
+		tok = []byte("_")
+	}
+	return "claimcheck." + string(tok) + ".jobs"
+}
 
 func init() {
 	broker.Register("nats", func(ctx context.Context, u *url.URL) (broker.Transport, error) {
@@ -35,7 +62,13 @@ func init() {
 // once:
 //
 //   - stream: Options.Stream, default DefaultURLStream ("CLAIMCHECK");
-//   - subject: Options.Subject, default DefaultURLSubject ("claimcheck.jobs");
+//   - subject: Options.Subject, default DefaultSubject(stream):
+//     "claimcheck.STREAM.jobs" for a stream named STREAM, except
+//     "claimcheck.jobs" for the default stream "CLAIMCHECK", so two stream
+//     names on one server do not need a subject each to avoid "subjects
+//     overlap with an existing stream". A stream that already exists must
+//     have exactly this subject (and the dead-letter one its subject plus
+//     ".dead"): Open refuses to change it (see the package doc);
 //   - consumer: Options.Consumer, default DefaultURLConsumer ("claimcheck");
 //   - max_message_size: Options.MaxMessageSize, a positive number of bytes;
 //   - max_deliver: Options.MaxDeliver, a positive integer, or -1 for
@@ -63,7 +96,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Transport, error) {
 // urlOptions reads the query parameters of OpenURL. Its errors name the
 // parameter and quote only values that cannot be secrets.
 func urlOptions(u *url.URL) (Options, error) {
-	opts := Options{Stream: DefaultURLStream, Subject: DefaultURLSubject, Consumer: DefaultURLConsumer}
+	opts := Options{Stream: DefaultURLStream, Consumer: DefaultURLConsumer}
 	if u.Host == "" {
 		return opts, fmt.Errorf("natsjs: URL has no host (want nats://host:port/?params): %w", claimcheck.ErrConfig)
 	}
@@ -131,6 +164,9 @@ func urlOptions(u *url.URL) (Options, error) {
 				opts.DuplicateWindow = d
 			}
 		}
+	}
+	if opts.Subject == "" {
+		opts.Subject = DefaultSubject(opts.Stream)
 	}
 	return opts, nil
 }

@@ -90,3 +90,30 @@ func TestScrubOffline(t *testing.T) {
 		t.Errorf("scrub: %q", err)
 	}
 }
+
+func TestDefaultSubjectOffline(t *testing.T) {
+	for stream, want := range map[string]string{
+		"CLAIMCHECK": "claimcheck.jobs",
+		"NC_Y":       "claimcheck.NC_Y.jobs",
+		"jobs":       "claimcheck.jobs.jobs",
+		"dead":       "claimcheck.dead.jobs",
+		"a-b_c9":     "claimcheck.a-b_c9.jobs",
+		"a.b*c >":    "claimcheck.a_b_c__.jobs",
+		"":           "claimcheck._.jobs",
+	} {
+		if got := DefaultSubject(stream); got != want {
+			t.Errorf("DefaultSubject(%q) = %q, want %q", stream, got, want)
+		}
+		if !validSubject(DefaultSubject(stream)) {
+			t.Errorf("DefaultSubject(%q) is not a valid subject", stream)
+		}
+	}
+	u, _ := url.Parse("nats://h:4222/?stream=NC_Y")
+	if o, err := urlOptions(u); err != nil || o.Subject != "claimcheck.NC_Y.jobs" {
+		t.Errorf("stream=NC_Y: subject %q, %v", o.Subject, err)
+	}
+	u, _ = url.Parse("nats://h:4222/?stream=NC_Y&subject=nc.y")
+	if o, err := urlOptions(u); err != nil || o.Subject != "nc.y" {
+		t.Errorf("explicit subject: %q, %v", o.Subject, err)
+	}
+}
