@@ -123,6 +123,9 @@ type ConsumeOptions struct {
 	// then worked like any ticket. Empty: foreign pointers are
 	// dead-lettered (ticket-invalid), since their bytes cannot be verified.
 	AdoptTenant string
+	// Drain, if set, stops Consume gracefully when closed: it stops
+	// receiving, finishes the deliveries it holds, and returns nil.
+	Drain <-chan struct{}
 	// OnDone, if set, is called after each delivery is settled.
 	OnDone func(d *Delivery, o Outcome)
 	// OnError, if set, receives errors Consume survives: a failed Receive
@@ -137,7 +140,12 @@ var ErrUnknownKind = errors.New("no handler for kind")
 
 // Consume receives from tr and works each delivery through store.Work until
 // ctx is done, then returns nil. Deliveries are worked one at a time, in
-// the order received; run several Consume calls for concurrency.
+// the order received; run several Consume calls for concurrency. Once ctx
+// is done, deliveries received but not started are left unsettled for the
+// broker to redeliver; cancelling ctx also cancels a running handler's
+// context: close Drain instead to let running handlers finish.
+// The handler's Job.ID is the outbox entry's job id (AttrJob) when the
+// message has one, else the message id.
 //
 // Bodies are decoded by DecodeBody: a claimcheck ticket, an AWS payload
 // pointer (see PointerBucket and AdoptTenant), either inside an SNS
@@ -190,11 +198,23 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 			opts.OnError(err)
 		}
 	}
+	// Receiving stops on ctx or Drain; work stops only on ctx.
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	if opts.Drain != nil {
+		go func() {
+			select {
+			case <-opts.Drain:
+				rcancel()
+			case <-rctx.Done():
+			}
+		}()
+	}
 	failures := 0
 	for {
-		ds, err := tr.Receive(ctx, opts.Batch)
+		ds, err := tr.Receive(rctx, opts.Batch)
 		if err != nil {
-			if ctx.Err() != nil {
+			if rctx.Err() != nil {
 				return nil
 			}
 			if errors.Is(err, claimcheck.ErrConfig) {
@@ -203,7 +223,7 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 			failures++
 			report(fmt.Errorf("broker: consume: receive (will retry): %w", err))
 			select {
-			case <-ctx.Done():
+			case <-rctx.Done():
 				return nil
 			case <-time.After(backoff(time.Second, 30*time.Second, failures)):
 			}
@@ -211,6 +231,11 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 		}
 		failures = 0
 		for _, d := range ds {
+			if ctx.Err() != nil {
+				// Stopping: deliveries not yet started stay unsettled, and
+				// the broker redelivers them to a running consumer.
+				return nil
+			}
 			o := consumeOne(ctx, tr, store, opts, d, report)
 			if opts.OnDone != nil && o != nil {
 				opts.OnDone(d, *o)
@@ -348,6 +373,9 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 		return fail(fmt.Errorf("broker: %w %q in this consumer", ErrUnknownKind, o.Kind), false)
 	}
 	job := &claimcheck.Job{ID: o.ID, Kind: o.Kind, Tenant: t.Tenant, Attempt: d.Attempt}
+	if o.Job > 0 {
+		job.ID = strconv.FormatInt(o.Job, 10) // the outbox entry, as jobs lists it
+	}
 	rt, err := store.Work(ctx, job, t, h)
 	if err != nil {
 		return fail(err, claimcheck.IsPermanent(err))

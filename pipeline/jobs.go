@@ -95,7 +95,9 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 // first.
 type ListOptions struct {
 	// State is a River state (available, running, retryable, scheduled,
-	// completed, cancelled, discarded, pending) or StateDead.
+	// completed, cancelled, discarded, pending), StateDead, or for outbox
+	// entries StateSent or StateRetrying. Dead includes broker dead
+	// letters recorded in the inbox.
 	State string
 	// Kind restricts the list to one kind.
 	Kind string
@@ -104,7 +106,9 @@ type ListOptions struct {
 }
 
 var states = map[string][]rivertype.JobState{
-	StateDead: {rivertype.JobStateCancelled, rivertype.JobStateDiscarded},
+	StateDead:     {rivertype.JobStateCancelled, rivertype.JobStateDiscarded},
+	StateSent:     {rivertype.JobStateCompleted},
+	StateRetrying: {rivertype.JobStateCompleted},
 }
 
 func init() {
@@ -128,7 +132,7 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 	if opts.State != "" {
 		st, ok := states[opts.State]
 		if !ok {
-			return fmt.Errorf("pipeline: unknown state %q (use dead or one of River's: available, running, retryable, scheduled, completed, cancelled, discarded, pending): %w", opts.State, claimcheck.ErrConfig)
+			return fmt.Errorf("pipeline: unknown state %q (use dead, sent, retrying or one of River's: available, running, retryable, scheduled, completed, cancelled, discarded, pending): %w", opts.State, claimcheck.ErrConfig)
 		}
 		params = params.States(st...)
 	}
@@ -149,21 +153,69 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 			if err != nil {
 				return err
 			}
+			if err := p.overlayInbox(ctx, j); err != nil {
+				return err
+			}
+			if st := opts.State; (st == string(rivertype.JobStateCompleted) || st == StateSent || st == StateRetrying) && j.State != st {
+				continue // an outbox entry's consumer outcome decides
+			}
 			if err := fn(j); err != nil {
 				return err
 			}
 		}
 		if len(res.Jobs) == 0 || res.LastCursor == nil {
-			return nil
+			break
 		}
 		params = params.After(res.LastCursor)
 	}
+	if opts.State == StateDead {
+		return p.listBrokerDead(ctx, opts.Kind, fn)
+	}
+	return nil
+}
+
+// listBrokerDead calls fn for each sent outbox entry whose consumer
+// dead-lettered its message (a broker dead letter), oldest first.
+func (p *Pipeline) listBrokerDead(ctx context.Context, kind string, fn func(*JobInfo) error) error {
+	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT job_id FROM claimcheck_inbox WHERE action = 'dead-lettered' AND job_id > 0 ORDER BY job_id`)
+	if err != nil {
+		return fmt.Errorf("pipeline: list broker dead letters: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("pipeline: list broker dead letters: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("pipeline: list broker dead letters: %w", err)
+	}
+	for _, id := range ids {
+		j, err := p.Get(ctx, id)
+		if errors.Is(err, ErrJobNotFound) {
+			continue // pruned
+		}
+		if err != nil {
+			return err
+		}
+		if !j.Dead || (kind != "" && j.Kind != kind) {
+			continue // replayed since, or another kind
+		}
+		if err := fn(j); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Get returns one job. Errors: ErrJobNotFound.
 //
-// For an outbox entry, the result is the one a broker consumer recorded in
-// the inbox (Pipeline.Inbox), if any.
+// A sent outbox entry shows its consumer's latest outcome from the inbox
+// (Pipeline.Inbox): StateSent, completed with its result, StateRetrying,
+// or dead with the reason its message was dead-lettered for.
 func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 	row, err := p.client.JobGet(ctx, id)
 	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
@@ -173,23 +225,61 @@ func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
 	}
 	j, err := jobInfo(row)
-	if err != nil || j.Destination == "" || j.result != nil {
-		return j, err
-	}
-	var result sql.NullString
-	err = p.db.QueryRowContext(ctx, `SELECT result FROM claimcheck_inbox WHERE job_id = $1 AND action = $2 AND result IS NOT NULL LIMIT 1`,
-		id, "acked").Scan(&result)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return j, nil
-	case err != nil:
-		return nil, fmt.Errorf("pipeline: get job %d: inbox: %w", id, err)
-	}
-	if j.result, err = claimcheck.ParseTicket([]byte(result.String)); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	j.HasResult = true
+	if err := p.overlayInbox(ctx, j); err != nil {
+		return nil, err
+	}
 	return j, nil
+}
+
+// Outbox entry states, as Get and List show them once the relay has sent
+// the entry (River's state "completed").
+const (
+	// StateSent: the broker confirmed the entry; no consumer has recorded
+	// an outcome in the inbox yet.
+	StateSent = "sent"
+	// StateRetrying: a consumer's attempt failed and the broker holds the
+	// message for a later one.
+	StateRetrying = "retrying"
+)
+
+// overlayInbox shows a sent outbox entry as its consumer's latest outcome
+// in the inbox: completed (with its result), retrying, dead (a broker dead
+// letter, with its reason), or sent when none is recorded yet.
+func (p *Pipeline) overlayInbox(ctx context.Context, j *JobInfo) error {
+	if j.Destination == "" || j.State != string(rivertype.JobStateCompleted) {
+		return nil
+	}
+	var action, reason, errText string
+	var attempt int
+	var result sql.NullString
+	err := p.db.QueryRowContext(ctx, `SELECT action, attempt, reason, error, result FROM claimcheck_inbox
+		WHERE job_id = $1 ORDER BY updated_at DESC LIMIT 1`, j.ID).Scan(&action, &attempt, &reason, &errText, &result)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		j.State = StateSent
+		return nil
+	case err != nil:
+		return fmt.Errorf("pipeline: job %d: inbox: %w", j.ID, err)
+	}
+	j.Attempts = attempt
+	switch action {
+	case "acked":
+		j.State = string(rivertype.JobStateCompleted)
+	case "dead-lettered":
+		j.State, j.Dead, j.Reason, j.Error = StateDead, true, reason, errText
+	default:
+		j.State, j.Reason, j.Error = StateRetrying, reason, errText
+	}
+	if result.Valid {
+		if j.result, err = claimcheck.ParseTicket([]byte(result.String)); err != nil {
+			return err
+		}
+		j.HasResult = true
+	}
+	return nil
 }
 
 // ErrNotDead is returned by Replay for a job that is not a dead letter.

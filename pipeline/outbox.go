@@ -77,8 +77,9 @@ type RelayOptions struct {
 	// within that long of the broker's return.
 	MaxRetryDelay time.Duration
 	// OnSent, if set, is called after each publish attempt with the
-	// entry's job id and the attempt's error (nil once the broker
-	// confirmed it).
+	// entry's job id and the attempt's error: nil once the broker
+	// confirmed it, wrapping ErrNotRelayable if the entry is now dead,
+	// otherwise the publish error (the entry is kept and retried).
 	OnSent func(jobID int64, err error)
 }
 
@@ -159,7 +160,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	m.Attributes[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
 	if err := w.opts.Transport.Publish(ctx, []broker.Message{m}); err != nil {
 		if errors.Is(err, broker.ErrMessageTooLarge) || errors.Is(err, claimcheck.ErrConfig) {
-			return deadLetter(fmt.Errorf("pipeline: relay %s to %s: %w", t, w.opts.Destination, err))
+			return deadLetter(fmt.Errorf("pipeline: relay %s to %s: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
 		}
 		// Snoozing keeps the entry without spending an attempt: an outage
 		// of any length loses nothing.
@@ -173,6 +174,11 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	w.failures.Store(0)
 	return nil
 }
+
+// ErrNotRelayable marks, in RelayOptions.OnSent, an entry the transport
+// refuses for good (too large for it, or a configuration error): the entry
+// is dead, with that reason, and Replay sends it again once fixed.
+var ErrNotRelayable = errors.New("the transport refuses this entry for good")
 
 // relaySnooze is River's snooze carrying the publish error for OnSent.
 type relaySnooze struct {

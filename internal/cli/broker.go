@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,13 @@ import (
 // openBroker opens --broker and checks, at start-up, that no ticket of
 // kinds can exceed its maximum message size.
 func (g *globals) openBroker(ctx context.Context, e *env, kinds ...string) (broker.Transport, error) {
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return g.openBrokerWithin(ctx, e, 30*time.Second, kinds...)
+}
+
+// openBrokerWithin is openBroker giving up after d. Configuration errors
+// are usage errors (exit 2); an unreachable broker is a plain error.
+func (g *globals) openBrokerWithin(ctx context.Context, e *env, d time.Duration, kinds ...string) (broker.Transport, error) {
+	octx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tr, err := broker.Open(octx, g.brokerURL)
 	if err != nil {
@@ -32,11 +39,42 @@ func (g *globals) openBroker(ctx context.Context, e *env, kinds ...string) (brok
 		}
 		return nil, fmt.Errorf("--broker: %w", err)
 	}
+	if len(kinds) == 0 {
+		kinds = []string{strings.Repeat("k", 64)} // the longest kind: any entry fits
+	}
 	if err := broker.CheckConfig(e.store, tr, kinds...); err != nil {
 		tr.Close()
 		return nil, usagef("--broker: %v", err)
 	}
 	return tr, nil
+}
+
+// openBrokerWaiting is openBroker for long-running commands: while the
+// broker is unreachable (not misconfigured) it says so and tries again,
+// 1 s doubling to 30 s, until ctx is done.
+func (g *globals) openBrokerWaiting(ctx context.Context, e *env, stderr io.Writer, kinds ...string) (broker.Transport, error) {
+	delay := time.Second
+	for try := 1; ; try++ {
+		tr, err := g.openBroker(ctx, e, kinds...)
+		if err == nil {
+			if try > 1 {
+				fmt.Fprintln(stderr, "broker reachable")
+			}
+			return tr, nil
+		}
+		if errors.As(err, new(usageError)) || ctx.Err() != nil {
+			return nil, err
+		}
+		if try == 1 || try%10 == 0 {
+			fmt.Fprintf(stderr, "%v; trying again (interrupt to give up)\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
 }
 
 // brokerTally counts what a broker consumer did.
@@ -47,8 +85,9 @@ type brokerTally struct {
 
 // brokerWork relays destination's outbox to tr and consumes tr with
 // handlers, recording outcomes in the job database's inbox, until ctx is
-// done or stop returns true (polled every 200 ms). Failures are reported
-// on stderr as they happen.
+// done or stop returns true (polled every 200 ms); then it stops receiving
+// and lets running handlers finish. Failures are reported on stderr as
+// they happen.
 func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, relay bool,
 	stderr io.Writer, stop func(t *brokerTally) (bool, error), base broker.ConsumeOptions) (*brokerTally, error) {
 	tally := &brokerTally{}
@@ -69,6 +108,10 @@ func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, ha
 		go func() {
 			defer wg.Done()
 			errc <- e.pipe.Relay(runCtx, pipeline.RelayOptions{Destination: g.destination, Transport: tr, OnSent: func(id int64, err error) {
+				if errors.Is(err, pipeline.ErrNotRelayable) {
+					say("relay: job %d is dead (see claimcheck dead): %v", id, err)
+					return
+				}
 				if err != nil && outage.CompareAndSwap(false, true) {
 					say("relay: job %d not confirmed by the broker, kept in the outbox and retried: %v", id, err)
 				}
@@ -100,10 +143,13 @@ func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, ha
 		}
 	}
 	opts.OnError = func(err error) { say("%v", err) }
+	drain := make(chan struct{})
+	opts.Drain = drain
+	var consumers sync.WaitGroup
 	for range concurrency {
-		wg.Add(1)
+		consumers.Add(1)
 		go func() {
-			defer wg.Done()
+			defer consumers.Done()
 			errc <- broker.Consume(runCtx, tr, e.store, opts)
 		}()
 	}
@@ -133,6 +179,10 @@ loop:
 			}
 		}
 	}
+	// Stop receiving and let running handlers finish (an interrupt has
+	// already cancelled them), then stop the relay.
+	close(drain)
+	consumers.Wait()
 	cancel()
 	wg.Wait()
 	close(errc)
@@ -178,29 +228,39 @@ they go out when it returns. work --broker and run --broker relay too.`,
 				return err
 			}
 			defer e.Close()
-			tr, err := g.openBroker(cmd.Context(), e)
+			tr, err := g.openBrokerWaiting(cmd.Context(), e, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer tr.Close()
-			var sent, failed atomic.Int64
+			var sent, failed, dead atomic.Int64
 			err = e.pipe.Relay(cmd.Context(), pipeline.RelayOptions{Destination: g.destination, Transport: tr, Batch: batch, UntilEmpty: untilEmpty,
 				OnSent: func(id int64, err error) {
-					if err != nil {
+					switch {
+					case errors.Is(err, pipeline.ErrNotRelayable):
+						dead.Add(1)
+						fmt.Fprintf(cmd.ErrOrStderr(), "relay: job %d is dead (see claimcheck dead): %v\n", id, err)
+					case err != nil:
 						if failed.Add(1) == 1 {
 							fmt.Fprintf(cmd.ErrOrStderr(), "relay: job %d not confirmed, kept in the outbox and retried: %v\n", id, err)
 						}
-						return
+					default:
+						sent.Add(1)
 					}
-					sent.Add(1)
 				}})
 			if err != nil {
 				return err
 			}
 			if g.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"destination": g.destination, "sent": sent.Load(), "failed_publishes": failed.Load()})
+				if err := printJSON(cmd.OutOrStdout(), map[string]any{"destination": g.destination, "sent": sent.Load(), "failed_publishes": failed.Load(), "dead": dead.Load()}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "relayed destination %s: %d sent, %d publishes failed and retried, %d dead\n", g.destination, sent.Load(), failed.Load(), dead.Load())
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "relayed destination %s: %d sent, %d publishes failed and retried\n", g.destination, sent.Load(), failed.Load())
+			if n := dead.Load(); n > 0 {
+				return fmt.Errorf("%d outbox entries the broker refuses for good went to the dead letters; see: claimcheck dead", n)
+			}
 			return nil
 		},
 	}
@@ -220,18 +280,17 @@ func brokerSummary(cmd *cobra.Command, g *globals, kind string, t *brokerTally) 
 	return nil
 }
 
-// relayNow is submit's best effort: relay the destination's outbox for up
-// to 15 s. Entries not confirmed stay in the outbox, which is durable.
-func relayNow(cmd *cobra.Command, g *globals, e *env, kind string) {
-	ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
-	defer cancel()
+// relayNow is submit's best effort: relay the destination's outbox over tr
+// for up to 15 s. Entries not confirmed stay in the outbox, which is
+// durable. tr is nil when the broker could not be reached (unreachable).
+func relayNow(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, unreachable error) {
 	stderr := cmd.ErrOrStderr()
-	tr, err := g.openBroker(ctx, e, kind)
-	if err != nil {
-		fmt.Fprintf(stderr, "kept in the outbox of destination %s (%v); claimcheck relay, work or run --broker sends it\n", g.destination, err)
+	if tr == nil {
+		fmt.Fprintf(stderr, "kept in the outbox of destination %s (%v); claimcheck relay, work or run --broker sends it\n", g.destination, unreachable)
 		return
 	}
-	defer tr.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
+	defer cancel()
 	if err := e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Transport: tr, UntilEmpty: true}); err != nil || ctx.Err() != nil {
 		fmt.Fprintf(stderr, "not all of the outbox of destination %s was confirmed within 15 s; what is left stays there for claimcheck relay\n", g.destination)
 		return

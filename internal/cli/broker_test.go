@@ -167,6 +167,16 @@ func TestBrokerMissingPayloadDeadOnFirstAttempt(t *testing.T) {
 			if err := tr.Ack(ctx, d); err != nil {
 				t.Fatal(err)
 			}
+			// The broker's dead letter shows in jobs and dead, with its reason.
+			for _, j := range b.jobs() {
+				want := map[int64]string{gone.ID: "dead", kept.ID: "completed"}[j.ID]
+				if j.State != want || (want == "dead" && j.Reason != "payload-missing") {
+					t.Errorf("job %d: state %s reason %q, want %s", j.ID, j.State, j.Reason, want)
+				}
+			}
+			if out := b.ok("dead"); !strings.Contains(out, "payload-missing") {
+				t.Errorf("dead does not list the broker's dead letter:\n%s", out)
+			}
 			var info pdfinfo.Info
 			if err := json.Unmarshal([]byte(b.ok("result", strconv.FormatInt(kept.ID, 10))), &info); err != nil || info.PageCount != 3 {
 				t.Fatalf("result of the kept job: %+v %v", info, err)
@@ -265,5 +275,67 @@ func TestWorkDeleteOnAck(t *testing.T) {
 	}
 	if count() != 1 {
 		t.Fatalf("the first job's payload went too: %v", b.objects())
+	}
+}
+
+// TestBrokerBadInput: a wrong --broker URL is refused before anything is
+// stored (exit 2); an unreachable broker keeps the job in the outbox
+// (exit 0), and relay sends it later; broker-only flags without --broker
+// are usage errors.
+func TestBrokerBadInput(t *testing.T) {
+	t.Parallel()
+	u := brokers[0].url(t)
+	b := setup(t)
+	file := filepath.Join(corpus, "pixel.pdf")
+	for _, bad := range []string{"kafka://127.0.0.1:9092/?topic=x", "amqp://guest:guest@127.0.0.1:5672/", strings.Replace(u, "?queue=", "?bogus=1&queue=", 1), "not a url"} {
+		r := b.run("", "--broker", bad, "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", file)
+		if r.code != 2 || strings.Contains(r.stderr, "guest:guest") {
+			t.Errorf("submit --broker %q: exit %d, want 2 without the password\nstderr: %s", bad, r.code, r.stderr)
+		}
+	}
+	if objs := b.objects(); len(objs) != 0 {
+		t.Fatalf("a refused submit stored %v", objs)
+	}
+	if jobs := b.jobs(); len(jobs) != 0 {
+		t.Fatalf("a refused submit enqueued %v", jobs)
+	}
+	// Nothing listens on port 1: the job waits in the outbox.
+	down := strings.Replace(u, "127.0.0.1:5672", "127.0.0.1:1", 1)
+	r := b.run("", "--broker", down, "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", file)
+	if r.code != 0 || !strings.Contains(r.stderr, "kept in the outbox") {
+		t.Fatalf("submit to a broker that is down: exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	if jobs := b.jobs(); len(jobs) != 1 || jobs[0].State != "available" {
+		t.Fatalf("outbox after the failed relay: %+v", jobs)
+	}
+	if out := b.ok("--broker", u, "relay", "--until-empty"); !strings.Contains(out, "1 sent") {
+		t.Fatalf("relay: %s", out)
+	}
+	if jobs := b.jobs(); len(jobs) != 1 || jobs[0].State != "sent" {
+		t.Fatalf("after relay: %+v, want state sent", jobs)
+	}
+	for _, args := range [][]string{
+		{"--destination", "other", "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", file},
+		{"work", "--kind", pdfinfo.Kind, "--idle", "1s"},
+		{"work", "--kind", pdfinfo.Kind, "--delete-on-ack"},
+		{"--broker", u, "--destination", "Bad Name", "relay"},
+	} {
+		if r := b.run("", args...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2\nstderr: %s", args, r.code, r.stderr)
+		}
+	}
+}
+
+// TestWorkUntilEmptyLetsHandlersFinish: --until-empty with an --idle
+// shorter than the handler stops receiving but lets the running handler
+// finish: one attempt, succeeded, nothing retried.
+func TestWorkUntilEmptyLetsHandlersFinish(t *testing.T) {
+	t.Parallel()
+	u := brokers[0].url(t)
+	b := setup(t)
+	b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	r := b.run("", "--broker", u, "work", "--kind", "slow", "--until-empty", "--idle", "500ms", "--exec", "--", "sh", "-c", "sleep 3; wc -c")
+	if r.code != 0 || !strings.Contains(r.stdout, "succeeded 1, retried 0") {
+		t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 }

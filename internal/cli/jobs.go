@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
@@ -39,10 +40,12 @@ func newSubmit(g *globals) *cobra.Command {
 kind K for tenant T. The payload is stored before the job exists. With an
 idempotency key, submitting again returns the first job and stores nothing new.
 
-With --broker, the job goes into the outbox of --destination in the same
-transaction, and submit then relays the outbox to the broker for up to 15
-seconds; what the broker does not confirm by then stays in the outbox for
-relay, work or run --broker to send.`,
+With --broker, the broker URL is checked first (a wrong one is refused with
+nothing stored), the job goes into the outbox of --destination in the same
+transaction as its registry row, and submit then relays the outbox to the
+broker for up to 15 seconds; what the broker does not confirm by then, or
+everything if it is unreachable, stays in the outbox for relay, work or run
+--broker to send.`,
 		Args: exactArgs(1, "FILE or -"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if kind == "" || tenant == "" {
@@ -71,8 +74,20 @@ relay, work or run --broker to send.`,
 				in = &nonEmpty{r: in, what: args[0]}
 			}
 			var dests []string
+			var tr broker.Transport
+			var unreachable error
 			if g.brokerURL != "" {
 				dests = []string{g.destination}
+				// A broker URL that is wrong is refused before anything is
+				// stored; one that is only unreachable leaves the job in the
+				// outbox.
+				if tr, unreachable = g.openBrokerWithin(cmd.Context(), e, 10*time.Second, kind); unreachable != nil {
+					if errors.As(unreachable, new(usageError)) {
+						return unreachable
+					}
+				} else {
+					defer tr.Close()
+				}
 			}
 			res, err := e.pipe.Enqueue(cmd.Context(), kind, tenant, in, &pipeline.EnqueueOptions{
 				IdempotencyKey: idem,
@@ -83,7 +98,7 @@ relay, work or run --broker to send.`,
 				return err
 			}
 			if dests != nil {
-				defer relayNow(cmd, g, e, kind)
+				defer relayNow(cmd, g, e, tr, unreachable)
 			}
 			out := submitted{ID: res.JobID, Duplicate: res.Duplicate, Kind: kind, Tenant: tenant, Inline: res.Ticket.IsInline(),
 				TicketBytes: res.TicketBytes, Size: res.Ticket.Size, SHA256: res.Ticket.DigestPrefix()}

@@ -168,7 +168,10 @@ The embedded default needs no servers: River on SQLite and a file store, both
 in the data directory.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if g.brokerURL == "" && cmd.Flags().Changed("destination") {
+				return usagef("--destination names an outbox destination of --broker; give --broker (or CLAIMCHECK_BROKER) too")
+			}
 			return g.validate()
 		},
 	}

@@ -80,6 +80,13 @@ delivered nothing for --idle.`,
 					return usagef("no built-in handler for kind %q: give one with --exec -- CMD, or use kind %s", kind, pdfinfo.Kind)
 				}
 			}
+			if g.brokerURL == "" {
+				for _, f := range []string{"no-relay", "idle", "delete-on-ack", "pointer-bucket", "adopt-tenant"} {
+					if cmd.Flags().Changed(f) {
+						return usagef("--%s works with --broker only", f)
+					}
+				}
+			}
 			if concurrency < 1 || concurrency > 1000 {
 				return usagef("--concurrency %d: use 1 to 1000", concurrency)
 			}
@@ -92,7 +99,7 @@ delivered nothing for --idle.`,
 				h = execHandler(argv, e.spoolDir(), cmd.ErrOrStderr())
 			}
 			if g.brokerURL != "" {
-				tr, err := g.openBroker(cmd.Context(), e, kind)
+				tr, err := g.openBrokerWaiting(cmd.Context(), e, cmd.ErrOrStderr(), kind)
 				if err != nil {
 					return err
 				}
