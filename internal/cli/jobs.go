@@ -224,14 +224,18 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tTENANT\tSTATE\tATTEMPTS\tAGE\tSIZE\tPLACEMENT\tTICKET\tREASON")
+	fmt.Fprintln(tw, "ID\tKIND\tTENANT\tSTATE\tVIA\tATTEMPTS\tAGE\tSIZE\tPLACEMENT\tTICKET\tREASON")
 	now := time.Now()
 	err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
 		since := j.CreatedAt // age: since it finished or died, else since it was enqueued
 		if j.FinalizedAt != nil {
 			since = *j.FinalizedAt
 		}
-		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\t%d B\t%s\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts, age(now.Sub(since)), j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
+		via := "database"
+		if j.Destination != "" {
+			via = "broker:" + j.Destination
+		}
+		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\t%d B\t%s\n", j.ID, j.Kind, j.Tenant, j.State, via, j.Attempts, j.MaxAttempts, age(now.Sub(since)), j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
 		return err
 	})
 	if err != nil {

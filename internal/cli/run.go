@@ -56,6 +56,9 @@ type runSummary struct {
 	JobDatabaseBytes  int64   `json:"job_database_bytes"`
 	PayloadBytes      int64   `json:"payload_bytes"`
 	ElapsedSeconds    float64 `json:"elapsed_seconds"`
+	// Broker is the broker the jobs went through (password hidden), with
+	// its outbox destination; empty for the job database's queue.
+	Broker string `json:"broker,omitempty"`
 }
 
 func newRun(g *globals) *cobra.Command {
@@ -118,15 +121,22 @@ records each outcome in the job database's inbox.`,
 			} else {
 				err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, UntilEmpty: true})
 			}
+			if cerr := cmd.Context().Err(); cerr != nil {
+				resume := ""
+				if tr != nil {
+					resume = "--broker URL "
+				}
+				return fmt.Errorf("interrupted; jobs stay queued, resume with: claimcheck %swork --kind %s --until-empty", resume, pdfinfo.Kind)
+			}
 			if err != nil {
 				return err
-			}
-			if err := cmd.Context().Err(); err != nil {
-				return fmt.Errorf("interrupted; jobs stay queued, resume with: claimcheck work --kind %s --until-empty", pdfinfo.Kind)
 			}
 			sum, err := summarise(cmd, e, jobs, time.Since(start), outcome)
 			if err != nil {
 				return err
+			}
+			if tr != nil {
+				sum.Broker = g.redactedBroker() + " (destination " + g.destination + ")"
 			}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"jobs": jobs, "summary": sum})
@@ -388,6 +398,11 @@ func printRun(w io.Writer, jobs []*runJob, s *runSummary) {
 	fmt.Fprintf(tw, "payload bytes\t%d\n", s.PayloadBytes)
 	fmt.Fprintf(tw, "object storage\t%d B\n", s.ObjectStoreBytes)
 	fmt.Fprintf(tw, "job database\t%d B (job arguments)\n", s.JobDatabaseBytes)
+	if s.Broker != "" {
+		fmt.Fprintf(tw, "queue\tbroker %s\n", s.Broker)
+	} else {
+		fmt.Fprintf(tw, "queue\tthe job database's\n")
+	}
 	fmt.Fprintf(tw, "elapsed\t%.2f s\n", s.ElapsedSeconds)
 	tw.Flush()
 }
