@@ -146,12 +146,12 @@ type jobDB struct {
 
 // openDatabase parses and opens database. Errors: claimcheck.ErrConfig for
 // a URL that does not parse or names an unsupported database.
-func openDatabase(ctx context.Context, database string, maxConns int) (*jobDB, error) {
+func openDatabase(ctx context.Context, database string, maxConns, sqliteCacheKiB int) (*jobDB, error) {
 	target, err := dbopen.Parse(database)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: database: %v: %w", err, claimcheck.ErrConfig)
 	}
-	db, err := dbopen.Open(ctx, target, &dbopen.Options{MaxConns: maxConns})
+	db, err := dbopen.Open(ctx, target, &dbopen.Options{MaxConns: maxConns, SQLiteCacheKiB: sqliteCacheKiB})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -178,7 +178,7 @@ func openDatabase(ctx context.Context, database string, maxConns int) (*jobDB, e
 // Errors: claimcheck.ErrConfig for a database URL that does not parse; the
 // database's errors, wrapped.
 func Migrate(ctx context.Context, database string) (*MigrateResult, error) {
-	d, err := openDatabase(ctx, database, 2)
+	d, err := openDatabase(ctx, database, 2, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -79,6 +79,11 @@ type Config struct {
 	// transactions). Default DefaultMaxConns; raise it with Work's
 	// Concurrency. SQLite always uses one connection.
 	MaxConns int
+	// SQLiteCacheKiB caps SQLite's page cache, in KiB; 0 keeps SQLite's
+	// default (2000 KiB). A relay, which reads each entry once, needs
+	// little: the cache is what would otherwise let its memory grow with
+	// the job table, up to the cap. Ignored for PostgreSQL.
+	SQLiteCacheKiB int
 	// Store holds the payloads. Required; the Pipeline does not close it.
 	Store *claimcheck.Store
 	// MaxAttempts of a job that fails transiently, before it is discarded
@@ -145,7 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d, err := openDatabase(ctx, cfg.Database, cfg.MaxConns)
+	d, err := openDatabase(ctx, cfg.Database, cfg.MaxConns, cfg.SQLiteCacheKiB)
 	if err != nil {
 		return nil, err
 	}

@@ -80,5 +80,6 @@ check-in against the upload, open and stream against the download
 	c.Flags().StringArrayVar(&sizes, "size", nil, "payload size, e.g. 4MiB, 1GiB, 123456 (repeatable; default 4MiB and 1GiB)")
 	c.Flags().BoolVar(&noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
 	c.Flags().IntVar(&rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine)")
+	c.AddCommand(newBenchRelay(g))
 	return c
 }

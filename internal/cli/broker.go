@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,6 +207,14 @@ func untilIdle(ctx context.Context, e *env, dest string, idle time.Duration) fun
 	}
 }
 
+// The relay's memory settings: SQLite's page cache in KiB, and the Go
+// garbage collector's GOGC (a live heap of a few MiB makes collections
+// cheap).
+const (
+	relaySQLiteCacheKiB = 256
+	relayGCPercent      = 25
+)
+
 func newRelay(g *globals) *cobra.Command {
 	var untilEmpty bool
 	var batch int
@@ -222,6 +232,13 @@ they go out when it returns. work --broker and run --broker relay too.`,
 			}
 			if batch < 1 || batch > 10000 {
 				return usagef("--batch %d: use 1 to 10000", batch)
+			}
+			// A relay holds a few tickets at a time; keep the caches that
+			// would otherwise fill with the backlog small: SQLite's page
+			// cache, and the Go heap's headroom (unless GOGC is set).
+			g.sqliteCacheKiB = relaySQLiteCacheKiB
+			if os.Getenv("GOGC") == "" {
+				defer debug.SetGCPercent(debug.SetGCPercent(relayGCPercent))
 			}
 			e, err := g.open(cmd.Context())
 			if err != nil {

@@ -43,6 +43,7 @@ type globals struct {
 	logLevel        string
 	stderr          io.Writer
 	envErrs         []error
+	sqliteCacheKiB  int // set by relay: a small page cache
 	brokerURL       string
 	destination     string
 	memOK           bool // the command runs submit and work in one process
@@ -275,7 +276,7 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		store.Close()
 		return nil, err
 	}
-	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger})
+	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB})
 	if err != nil {
 		store.Close()
 		return nil, err

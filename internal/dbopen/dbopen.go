@@ -107,6 +107,10 @@ type Options struct {
 	// MaxConns bounds a PostgreSQL pool. Default DefaultMaxConns. SQLite
 	// always has one connection.
 	MaxConns int
+	// SQLiteCacheKiB caps SQLite's page cache, in KiB (PRAGMA cache_size,
+	// https://sqlite.org/pragma.html#pragma_cache_size). 0 keeps SQLite's
+	// default, 2000 KiB.
+	SQLiteCacheKiB int
 }
 
 // Open opens the database t names and checks it answers.
@@ -124,14 +128,18 @@ func Open(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
 	}
 	switch t.Dialect {
 	case SQLite:
-		return openSQLite(ctx, t.Path)
+		cache := 0
+		if opts != nil {
+			cache = opts.SQLiteCacheKiB
+		}
+		return openSQLite(ctx, t.Path, cache)
 	case Postgres:
 		return openPostgres(ctx, t, opts)
 	}
 	return nil, fmt.Errorf("unknown database dialect %q", t.Dialect)
 }
 
-func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
+func openSQLite(ctx context.Context, path string, cacheKiB int) (*sql.DB, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create database directory %s: %w: %w", dir, ErrNotWritable, err)
@@ -143,6 +151,9 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
 		os.Remove(probe.Name())
 	}
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+	if cacheKiB > 0 {
+		dsn += fmt.Sprintf("&_pragma=cache_size(-%d)", cacheKiB)
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

@@ -1,0 +1,276 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// The outbox relay's memory target (the issue's requirement): the relay's
+// peak RSS with a large backlog (10,000 entries whose payloads total
+// 10 GiB) is at most RelayMaxRatio times its peak with a small one (10
+// entries of the same payload size).
+const RelayMaxRatio = 1.10
+
+// Relay bench defaults.
+const (
+	RelayDefaultEntries = 10000
+	RelayDefaultSmall   = 10
+	RelayDefaultTotal   = 10 * GiB
+)
+
+// Relay bench phases, as recorded in RelayPhase.Name.
+const (
+	RelayPhaseSmall = "small"
+	RelayPhaseLarge = "large"
+)
+
+// RSSMethodChild is how bench relay finds the relay's peak RSS.
+const RSSMethodChild = "ru_maxrss of the relay process (wait4 by a launcher process; floor: the launcher's VmHWM as the relay started)"
+
+// Stream is the deterministic pseudo-random payload of n bytes for seed
+// (ChaCha8 keyed by seed and n), generated as it is read: distinct seeds
+// give distinct content, hence distinct content-addressed keys.
+func Stream(seed uint64, n int64) io.Reader { return stream(seed, n) }
+
+// FormatSizeApprox is FormatSize where the size is an exact binary unit,
+// and otherwise the bytes with an approximation: "1073741 B ≈ 1.02 MiB".
+func FormatSizeApprox(n int64) string {
+	exact := FormatSize(n)
+	if !strings.HasSuffix(exact, " B") || n < KiB {
+		return exact
+	}
+	switch {
+	case n >= GiB:
+		return fmt.Sprintf("%s ≈ %.2f GiB", exact, float64(n)/GiB)
+	case n >= MiB:
+		return fmt.Sprintf("%s ≈ %.2f MiB", exact, float64(n)/MiB)
+	}
+	return fmt.Sprintf("%s ≈ %.2f KiB", exact, float64(n)/KiB)
+}
+
+// ChildUsage is what MeasureChild measured of one child process.
+type ChildUsage struct {
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// MaxRSS is the child's ru_maxrss in bytes; MaxRSSOK is false where
+	// the OS does not report it (not Linux).
+	MaxRSS   uint64 `json:"max_rss_bytes"`
+	MaxRSSOK bool   `json:"max_rss_ok"`
+	// Floor is the measuring process's VmHWM as the child started, after
+	// GC and a reset of its peak. Go starts children with vfork
+	// (CLONE_VM), and Linux's exec records the peak RSS of the address
+	// space it leaves, the parent's, as the child's starting ru_maxrss:
+	// MaxRSS is the child's own peak only where it exceeds Floor. Hence
+	// bench relay measures the relay from a launcher process that has done
+	// nothing else (`claimcheck bench relay measure`).
+	Floor uint64 `json:"floor_bytes"`
+	// SampledHWM is the child's own VmHWM (/proc/<pid>/status), sampled
+	// while it ran: a cross-check that misses only its last moments.
+	SampledHWM uint64 `json:"sampled_hwm_bytes"`
+}
+
+// FloorBound reports that MaxRSS may be this process's floor rather than
+// the child's own peak.
+func (u ChildUsage) FloorBound() bool { return u.MaxRSSOK && u.Floor > 0 && u.MaxRSS <= u.Floor }
+
+// MeasureChild runs cmd to its end and measures its elapsed time and peak
+// RSS. It first collects this process's garbage, returns the memory to the
+// OS and resets its own peak (see ChildUsage.Floor). Like Run, it is
+// process-wide: nothing else should run meanwhile. The error is cmd's.
+func MeasureChild(cmd *exec.Cmd, interval time.Duration) (ChildUsage, error) {
+	runMu.Lock()
+	defer runMu.Unlock()
+	if interval <= 0 {
+		interval = 10 * time.Millisecond
+	}
+	settle()
+	_ = resetHWM() // fails off Linux, where there is no ru_maxrss either
+	var u ChildUsage
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return u, err
+	}
+	// Start returns once the child has exec'd: our peak now is the floor
+	// the kernel copied into its ru_maxrss.
+	if hwm, _, err := readStatus(); err == nil {
+		u.Floor = hwm
+	}
+
+	status := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status"
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var sampled uint64
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if hwm, err := readHWM(status); err == nil {
+				sampled = max(sampled, hwm)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	err := cmd.Wait()
+	u.Elapsed = time.Since(start)
+	close(stop)
+	wg.Wait()
+	u.SampledHWM = sampled
+	if cmd.ProcessState != nil {
+		u.MaxRSS, u.MaxRSSOK = childMaxRSS(cmd.ProcessState)
+	}
+	return u, err
+}
+
+// readHWM returns VmHWM from a /proc/<pid>/status file, in bytes. An
+// exited (zombie) process has none.
+func readHWM(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for line := range bytes.Lines(b) {
+		if !bytes.HasPrefix(line, []byte("VmHWM:")) {
+			continue
+		}
+		f := bytes.Fields(line)
+		if len(f) != 3 || string(f[2]) != "kB" {
+			break
+		}
+		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		return kb << 10, nil
+	}
+	return 0, errors.New("bench: no VmHWM in " + path)
+}
+
+// RelayPhase is the relay run over one backlog.
+type RelayPhase struct {
+	Name         string `json:"name"` // RelayPhaseSmall or RelayPhaseLarge
+	Entries      int    `json:"entries"`
+	PayloadBytes int64  `json:"payload_bytes"` // all the backlog's payloads
+	// Setup is the check-in and enqueue of the backlog, in the bench's own
+	// process.
+	SetupSeconds   float64 `json:"setup_seconds"`
+	SetupMiBPerSec float64 `json:"setup_mib_per_s"`
+	// The relay, a child process: what it printed, how long it ran (process
+	// start to exit) and its peak RSS.
+	Sent            int64   `json:"sent"`
+	FailedPublishes int64   `json:"failed_publishes"`
+	Seconds         float64 `json:"seconds"`
+	EntriesPerSec   float64 `json:"entries_per_s"`
+	PeakRSS         uint64  `json:"peak_rss_bytes"`
+	// SampledHWM and FloorRSS: see ChildUsage.
+	SampledHWM uint64 `json:"sampled_hwm_bytes"`
+	FloorRSS   uint64 `json:"floor_rss_bytes"`
+	FloorBound bool   `json:"floor_bound,omitempty"`
+}
+
+// SetUsage records a MeasureChild result.
+func (p *RelayPhase) SetUsage(u ChildUsage) {
+	p.Seconds = u.Elapsed.Seconds()
+	if p.Seconds > 0 {
+		p.EntriesPerSec = float64(p.Sent) / p.Seconds
+	}
+	p.PeakRSS, p.SampledHWM, p.FloorRSS, p.FloorBound = u.MaxRSS, u.SampledHWM, u.Floor, u.FloorBound()
+}
+
+// RelayReport is the outcome of `claimcheck bench relay`. Its fields
+// marshal as the --json form.
+type RelayReport struct {
+	Broker      string       `json:"broker"` // credentials removed
+	Destination string       `json:"destination"`
+	Store       string       `json:"store"`
+	Batch       int          `json:"batch"`
+	EntryBytes  int64        `json:"entry_bytes"` // each payload
+	GoVersion   string       `json:"go_version"`
+	OS          string       `json:"os"`
+	Arch        string       `json:"arch"`
+	NumCPU      int          `json:"num_cpu"`
+	RSSMethod   string       `json:"rss_method"`
+	Phases      []RelayPhase `json:"phases"`
+	// Ratio is the large backlog's peak RSS over the small one's.
+	Ratio    float64 `json:"ratio"`
+	MaxRatio float64 `json:"max_ratio"`
+	// Status is PASS, FAIL, or SKIP where RSS is unavailable or either
+	// peak is bound by the bench's own floor (ChildUsage.FloorBound).
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// Judge sets Ratio, MaxRatio, Status and Detail from the small and large
+// phases (the first two).
+func (r *RelayReport) Judge() {
+	r.MaxRatio = RelayMaxRatio
+	if len(r.Phases) < 2 {
+		r.Status, r.Detail = "SKIP", "needs both backlogs"
+		return
+	}
+	s, l := r.Phases[0], r.Phases[1]
+	what := fmt.Sprintf("relay peak RSS with %d entries (%s) at most %.0f%% above %d entries (%s)",
+		l.Entries, FormatSizeApprox(l.PayloadBytes), (RelayMaxRatio-1)*100, s.Entries, FormatSizeApprox(s.PayloadBytes))
+	switch {
+	case r.RSSMethod == RSSMethodNone || s.PeakRSS == 0 || l.PeakRSS == 0:
+		r.Status, r.Detail = "SKIP", what+": RSS unavailable on this OS"
+		return
+	case s.FloorBound || l.FloorBound:
+		r.Ratio = float64(l.PeakRSS) / float64(s.PeakRSS)
+		r.Status, r.Detail = "SKIP", what+": a peak is no higher than its floor, the launcher's RSS as the relay started, which Linux counts in the relay's ru_maxrss"
+		return
+	}
+	r.Ratio = float64(l.PeakRSS) / float64(s.PeakRSS)
+	r.Status = passFail(r.Ratio <= RelayMaxRatio)
+	r.Detail = what
+}
+
+// Passed reports whether the check did not fail (PASS or SKIP).
+func (r *RelayReport) Passed() bool { return r.Status != "FAIL" }
+
+// Write prints the report: a row per backlog, the ratio and the check.
+func (r *RelayReport) Write(w io.Writer) error {
+	ew := &errWriter{w: w}
+	fmt.Fprintf(ew, "claimcheck bench relay: %s %s/%s, %d CPUs\n", r.GoVersion, r.OS, r.Arch, r.NumCPU)
+	fmt.Fprintf(ew, "broker %s, destination %s, store %s, batch %d, payloads of %s each\n", r.Broker, r.Destination, r.Store, r.Batch, FormatSizeApprox(r.EntryBytes))
+	fmt.Fprintf(ew, "peak RSS: %s\n\n", r.RSSMethod)
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backlog\tentries\tpayloads\tsetup s\tsetup MiB/s\trelay peak RSS MiB\tsampled HWM MiB\tfloor MiB\trelay s\tentries/s\tsent\t")
+	for _, p := range r.Phases {
+		peak := fmt.Sprintf("%.1f", mib(p.PeakRSS))
+		if p.PeakRSS == 0 {
+			peak = "n/a"
+		}
+		if p.FloorBound {
+			peak += " (floor)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t\n", p.Name, p.Entries, FormatSizeApprox(p.PayloadBytes),
+			p.SetupSeconds, p.SetupMiBPerSec, peak, mib(p.SampledHWM), mib(p.FloorRSS), p.Seconds, p.EntriesPerSec, p.Sent)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(ew)
+	if r.Ratio > 0 {
+		fmt.Fprintf(ew, "large/small relay peak RSS: %.3f (limit %.2f)\n", r.Ratio, r.MaxRatio)
+	}
+	fmt.Fprintf(ew, "%s  %s\n", r.Status, r.Detail)
+	return ew.err
+}
+
+// JSON is the report's --json form, indented.
+func (r *RelayReport) JSON() ([]byte, error) {
+	return json.MarshalIndent(r, "", "  ")
+}

@@ -1,0 +1,496 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/internal/bench"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// relayChild is the program, and the arguments before the global flags,
+// that bench relay runs as the relay process: this executable. Tests
+// replace it with a built claimcheck (a test binary cannot be re-run as
+// the command).
+var relayChild = func() (string, []string, error) {
+	exe, err := os.Executable()
+	return exe, nil, err
+}
+
+// The kind and tenant of the bench's outbox entries.
+const (
+	relayBenchKind   = "bench"
+	relayBenchTenant = "bench"
+)
+
+func newBenchRelay(g *globals) *cobra.Command {
+	var entries, small, batch int
+	var total string
+	var keep bool
+	var window time.Duration
+	c := &cobra.Command{
+		Use:   "relay --broker URL [--entries 10000] [--total 10GiB] [--small 10]",
+		Short: "Measure the outbox relay's peak memory against the backlog",
+		Long: `Measure the peak memory of the outbox relay (claimcheck relay --until-empty)
+with a large backlog against a small one: --entries outbox entries whose
+payloads total --total bytes, and --small entries of the same payload size
+(--total / --entries each). It passes when the large backlog's peak RSS is at
+most 10% above the small one's (the relay reads tickets, never payloads, and
+holds at most --batch entries at once).
+
+Each backlog gets a fresh data directory (job database, key, and the file
+store unless --store is given) under a scratch directory in --data, removed
+afterwards unless --keep. The bench checks the generated payloads in and
+enqueues them to the outbox of --destination in its own process (always as
+objects, never inline; progress on standard error). It then runs the relay
+over each backlog as a separate process of this executable, as a service
+would run: for --window (default 30 s, the same for both backlogs, long
+enough to send the large one), then interrupted; and reads its peak RSS
+from the kernel (ru_maxrss, Linux only). Equal windows keep start-up and
+uptime out of the comparison: a relay that ran for 0.2 s has not yet done
+what any running service does (River's maintenance, its polls, a first
+garbage collection). The relay is started by a
+launcher process that does nothing else, because Linux counts the starting
+process's own peak RSS in a child's ru_maxrss: the table shows that floor,
+and a sampled VmHWM of the relay as a cross-check. Entries per second are over
+the window, not the relay's throughput.
+
+It uses a scratch queue: pass a queue/stream name of its own in --broker
+(e.g. amqp://guest:guest@localhost:5672/?queue=cc-bench-relay or
+nats://localhost:4222?stream=CC_BENCH_RELAY). After each measurement the
+broker's queues or streams are deleted, with the messages the relay sent, so
+that a re-run starts clean. Never point it at a queue in use.
+
+The disk needs --total plus the small backlog free under --data (or in
+--store). Each backlog has its own SQLite job database in its data
+directory; with --database postgres://…/db, each gets a fresh PostgreSQL
+database on that server instead (created next to db, dropped afterwards),
+so the relay's process holds no database cache.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.brokerURL == "" {
+				return usagef("bench relay needs --broker (or CLAIMCHECK_BROKER): a queue or stream of its own, deleted afterwards")
+			}
+			if g.database != "" && !strings.HasPrefix(g.database, "postgres://") && !strings.HasPrefix(g.database, "postgresql://") {
+				return usagef("bench relay makes a job database per backlog: leave --database unset (SQLite in each data directory) or give a postgres:// URL")
+			}
+			if strings.HasPrefix(g.store, "mem://") {
+				return usagef("bench relay: --store mem:// cannot be shared with the relay's process; use a file:// or s3:// store or the default")
+			}
+			if entries < 1 || entries > 1_000_000 {
+				return usagef("--entries %d: use 1 to 1000000", entries)
+			}
+			if small < 1 || small > entries {
+				return usagef("--small %d: use 1 to --entries (%d)", small, entries)
+			}
+			if batch < 1 || batch > 10000 {
+				return usagef("--batch %d: use 1 to 10000", batch)
+			}
+			tot, err := humanize.ParseBytes(total)
+			if err != nil || tot == 0 || tot > 1<<50 {
+				return usagef("--total %q: want a size such as 10GiB, 4MiB or 123456 bytes", total)
+			}
+			size := int64(tot) / int64(entries)
+			if size < 1 {
+				return usagef("--total %s is less than a byte per entry (%d entries)", total, entries)
+			}
+			data, err := filepath.Abs(g.data)
+			if err != nil {
+				return err
+			}
+			if err := ensureWritable(data); err != nil {
+				return err
+			}
+			if window < time.Second || window > time.Hour {
+				return usagef("--window %s: use 1s to 1h", window)
+			}
+			rb := &relayBench{g: g, stderr: cmd.ErrOrStderr(), batch: batch, size: size, window: window}
+			rep, err := rb.run(cmd.Context(), data, small, entries, keep)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				b, err := rep.JSON()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			} else if err := rep.Write(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			if !rep.Passed() {
+				return fmt.Errorf("bench relay: %s (ratio %.3f, limit %.2f)", rep.Detail, rep.Ratio, rep.MaxRatio)
+			}
+			return nil
+		},
+	}
+	c.AddCommand(newBenchRelayMeasure())
+	c.Flags().IntVar(&entries, "entries", bench.RelayDefaultEntries, "outbox entries of the large backlog")
+	c.Flags().StringVar(&total, "total", "10GiB", "payload bytes of the large backlog, all entries together (e.g. 10GiB, 4MiB, 123456); each payload is total/entries")
+	c.Flags().IntVar(&small, "small", bench.RelayDefaultSmall, "outbox entries of the small backlog it is compared with, each of the same payload size")
+	c.Flags().IntVar(&batch, "batch", 100, "the relay's --batch: entries in flight at once")
+	c.Flags().DurationVar(&window, "window", 30*time.Second, "how long each relay runs, as a service, before it is interrupted: the same for both backlogs, and long enough to send the large one")
+	c.Flags().BoolVar(&keep, "keep", false, "keep the scratch data directories (and the payloads in --store); the broker's queue is deleted all the same")
+	return c
+}
+
+type relayBench struct {
+	// databases maps a phase to its PostgreSQL job database's URL (empty:
+	// SQLite in the phase's data directory).
+	databases map[string]string
+	g         *globals
+	stderr    io.Writer
+	batch     int
+	size      int64         // each payload
+	window    time.Duration // each relay's run
+}
+
+func (rb *relayBench) run(ctx context.Context, data string, small, entries int, keep bool) (*bench.RelayReport, error) {
+	g := rb.g
+	tmp, err := os.MkdirTemp(data, "bench-relay-")
+	if err != nil {
+		return nil, fmt.Errorf("bench relay: %w", err)
+	}
+	var objects []objectRef // payloads in --store, deleted afterwards
+	defer func() {
+		if keep {
+			fmt.Fprintf(rb.stderr, "bench relay: kept %s\n", tmp)
+			return
+		}
+		rb.deleteObjects(objects)
+		if err := os.RemoveAll(tmp); err != nil {
+			fmt.Fprintf(rb.stderr, "bench relay: removing %s: %v\n", tmp, err)
+		}
+	}()
+	store := g.store
+	if store == "" {
+		store = "file store in each data directory"
+	}
+	rep := &bench.RelayReport{
+		Broker: g.redactedBroker(), Destination: g.destination, Store: store, Batch: rb.batch, EntryBytes: rb.size,
+		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU(),
+		RSSMethod: bench.RSSMethodChild,
+	}
+	backlogs := []struct {
+		name    string
+		entries int
+		seed    uint64
+	}{
+		{bench.RelayPhaseSmall, small, 1 << 40}, // seeds apart: no content is shared
+		{bench.RelayPhaseLarge, entries, 0},
+	}
+	// The broker's queue is declared by the first open (in setup): delete
+	// it however the bench ends.
+	dirty := true
+	defer func() {
+		if dirty {
+			rb.purge()
+		}
+	}()
+	rb.databases = map[string]string{}
+	if g.database != "" {
+		drop, err := rb.createDatabases(ctx, g.database, bench.RelayPhaseSmall, bench.RelayPhaseLarge)
+		defer drop()
+		if err != nil {
+			return nil, err
+		}
+		rep.Store += "; PostgreSQL job databases"
+	}
+	for _, b := range backlogs {
+		dir := filepath.Join(tmp, b.name)
+		p := bench.RelayPhase{Name: b.name, Entries: b.entries, PayloadBytes: int64(b.entries) * rb.size}
+		objs, err := rb.setup(ctx, dir, &p, b.seed)
+		objects = append(objects, objs...)
+		if err != nil {
+			return nil, err
+		}
+		rep.Phases = append(rep.Phases, p)
+	}
+	for i := range rep.Phases {
+		p := &rep.Phases[i]
+		u, err := rb.measure(ctx, filepath.Join(tmp, p.Name), p)
+		rb.purge()
+		dirty = i+1 < len(rep.Phases) && err == nil
+		if err != nil {
+			return nil, err
+		}
+		if !u.MaxRSSOK {
+			rep.RSSMethod = bench.RSSMethodNone
+		}
+		fmt.Fprintf(rb.stderr, "relay %s: %d entries sent in %.2f s (%.1f entries/s), peak RSS %.1f MiB (sampled %.1f MiB, floor %.1f MiB)\n",
+			p.Name, p.Sent, p.Seconds, p.EntriesPerSec, float64(p.PeakRSS)/bench.MiB, float64(p.SampledHWM)/bench.MiB, float64(p.FloorRSS)/bench.MiB)
+	}
+	rep.Judge()
+	return rep, nil
+}
+
+// objectRef is a payload checked into --store.
+type objectRef struct {
+	dir, key string
+}
+
+// setup checks p.Entries generated payloads into the data directory dir
+// (or --store) and enqueues each to the outbox of --destination.
+func (rb *relayBench) setup(ctx context.Context, dir string, p *bench.RelayPhase, seed uint64) ([]objectRef, error) {
+	gg := *rb.g
+	gg.data = dir
+	gg.database = rb.databases[p.Name]
+	gg.alwaysOffload = true // a claim check, however small the payload
+	e, err := gg.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	// Fail now, not in the relay, on a broker that is down or whose
+	// messages cannot carry the tickets.
+	tr, err := gg.openBroker(ctx, e, relayBenchKind)
+	if err != nil {
+		return nil, err
+	}
+	tr.Close()
+	var objects []objectRef
+	opts := &pipeline.EnqueueOptions{Destinations: []string{rb.g.destination}}
+	start := time.Now()
+	for i := range p.Entries {
+		res, err := e.pipe.Enqueue(ctx, relayBenchKind, relayBenchTenant, bench.Stream(seed+uint64(i), rb.size), opts)
+		if err != nil {
+			return objects, fmt.Errorf("bench relay: setup %s, entry %d: %w", p.Name, i+1, err)
+		}
+		if rb.g.store != "" {
+			objects = append(objects, objectRef{dir, res.Ticket.Key})
+		}
+		if n := i + 1; n%1000 == 0 || n == p.Entries {
+			s := time.Since(start).Seconds()
+			fmt.Fprintf(rb.stderr, "setup %s: %d/%d entries, %s, %.1f MiB/s\n", p.Name, n, p.Entries,
+				bench.FormatSizeApprox(int64(n)*rb.size), float64(int64(n)*rb.size)/bench.MiB/s)
+		}
+	}
+	p.SetupSeconds = time.Since(start).Seconds()
+	if p.SetupSeconds > 0 {
+		p.SetupMiBPerSec = float64(p.PayloadBytes) / bench.MiB / p.SetupSeconds
+	}
+	fmt.Fprintf(rb.stderr, "setup %s: %d entries, %s in %.1f s (%.1f MiB/s)\n", p.Name, p.Entries, bench.FormatSizeApprox(p.PayloadBytes), p.SetupSeconds, p.SetupMiBPerSec)
+	return objects, nil
+}
+
+// measure runs `claimcheck relay --until-empty` over the data directory
+// dir as a grandchild process, under `claimcheck bench relay measure`, and
+// records what it sent, its time and its peak RSS. The launcher is there
+// because Linux starts a child's ru_maxrss at its parent's peak RSS (see
+// bench.ChildUsage.Floor): the bench's own, after the setup, is as high as
+// the relay's, while the launcher's is only the executable's start-up.
+// Credentials (broker URL, secret, keeper URL) go in the environment, not
+// the command line.
+func (rb *relayBench) measure(ctx context.Context, dir string, p *bench.RelayPhase) (bench.ChildUsage, error) {
+	g := rb.g
+	var u bench.ChildUsage
+	exe, prefix, err := relayChild()
+	if err != nil {
+		return u, fmt.Errorf("bench relay: the relay's executable: %w", err)
+	}
+	usageFile := filepath.Join(dir, "relay-usage.json")
+	relayArgs := append(slices.Clone(prefix), "--data", dir, "--destination", g.destination,
+		"relay", "--batch", strconv.Itoa(rb.batch), "--json")
+	args := append(slices.Clone(prefix), "bench", "relay", "measure", "--usage", usageFile, "--stop-after", rb.window.String(), "--", exe)
+	args = append(args, relayArgs...)
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(os.Environ(),
+		"CLAIMCHECK_BROKER="+g.brokerURL,
+		"CLAIMCHECK_STORE="+g.store,
+		"CLAIMCHECK_SECRET="+g.secretHex,
+		"CLAIMCHECK_KEEPER="+g.keeper,
+		"CLAIMCHECK_DATABASE="+rb.databases[p.Name],
+		"CLAIMCHECK_LOG_LEVEL="+g.logLevel,
+	)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = rb.stderr
+	dieWithParent(cmd)
+	fmt.Fprintf(rb.stderr, "relay %s: %s %s\n", p.Name, exe, strings.Join(relayArgs, " "))
+	if err := cmd.Run(); err != nil {
+		return u, fmt.Errorf("bench relay: the relay over the %s backlog: %w", p.Name, err)
+	}
+	b, err := os.ReadFile(usageFile)
+	if err == nil {
+		err = json.Unmarshal(b, &u)
+	}
+	if err != nil {
+		return u, fmt.Errorf("bench relay: the relay's measurement: %w", err)
+	}
+	var out struct {
+		Sent            *int64 `json:"sent"`
+		FailedPublishes int64  `json:"failed_publishes"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || out.Sent == nil {
+		return u, fmt.Errorf("bench relay: the relay over the %s backlog printed no sent count: %q", p.Name, stdout.String())
+	}
+	p.Sent, p.FailedPublishes = *out.Sent, out.FailedPublishes
+	p.SetUsage(u)
+	if p.Sent != int64(p.Entries) {
+		return u, fmt.Errorf("bench relay: the relay over the %s backlog sent %d entries, want %d", p.Name, p.Sent, p.Entries)
+	}
+	return u, nil
+}
+
+// newBenchRelayMeasure is bench relay's launcher: it runs a program with
+// this process's standard streams and writes its elapsed time and peak RSS
+// (bench.ChildUsage) as JSON to --usage. Hidden: bench relay runs it.
+func newBenchRelayMeasure() *cobra.Command {
+	var usageFile string
+	var stopAfter time.Duration
+	c := &cobra.Command{
+		Use:    "measure --usage FILE [--stop-after D] -- PROGRAM [ARGS...]",
+		Short:  "Run a program and record its elapsed time and peak RSS (bench relay's launcher)",
+		Hidden: true,
+		Args:   cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if usageFile == "" {
+				return usagef("measure needs --usage FILE")
+			}
+			child := exec.CommandContext(cmd.Context(), args[0], args[1:]...)
+			child.Stdin, child.Stdout, child.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			dieWithParent(child)
+			if stopAfter > 0 {
+				// A service's run: interrupt it (SIGINT, as Ctrl-C does)
+				// after the window, whatever its backlog.
+				t := time.AfterFunc(stopAfter, func() {
+					if child.Process != nil {
+						_ = child.Process.Signal(os.Interrupt)
+					}
+				})
+				defer t.Stop()
+			}
+			u, err := bench.MeasureChild(child, 10*time.Millisecond)
+			if err != nil {
+				return fmt.Errorf("%s: %w", filepath.Base(args[0]), err)
+			}
+			b, err := json.Marshal(u)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(usageFile, b, 0o600)
+		},
+	}
+	c.Flags().StringVar(&usageFile, "usage", "", "write the measurement here, as JSON")
+	c.Flags().DurationVar(&stopAfter, "stop-after", 0, "interrupt the program after this long (0: let it exit)")
+	return c
+}
+
+// purge deletes the broker's queues or streams, with the messages the
+// relay sent, where the transport can.
+func (rb *relayBench) purge() {
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	defer cancel()
+	tr, err := broker.Open(ctx, rb.g.brokerURL)
+	if err != nil {
+		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): purge %s yourself\n", err, rb.g.redactedBroker())
+		return
+	}
+	defer tr.Close()
+	switch d := tr.(type) {
+	case interface{ DeleteTopology() error }:
+		err = d.DeleteTopology()
+	case interface{ DeleteTopology(context.Context) error }:
+		err = d.DeleteTopology(ctx)
+	default:
+		err = errors.New("the transport cannot delete its queues")
+	}
+	if err != nil {
+		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): purge %s yourself\n", err, rb.g.redactedBroker())
+	}
+}
+
+// deleteObjects deletes the payloads checked into --store (the default
+// file store goes with the scratch directory).
+func (rb *relayBench) deleteObjects(objects []objectRef) {
+	if len(objects) == 0 {
+		return
+	}
+	ctx, cancel := ctxTimeout(10 * time.Minute)
+	defer cancel()
+	failed := 0
+	for i := 0; i < len(objects); {
+		gg := *rb.g
+		gg.data = objects[i].dir
+		e, err := gg.open(ctx)
+		if err != nil {
+			fmt.Fprintf(rb.stderr, "bench relay: could not delete the payloads in --store: %v\n", err)
+			return
+		}
+		for ; i < len(objects) && objects[i].dir == gg.data; i++ {
+			if err := e.store.Bucket().Delete(ctx, objects[i].key); err != nil {
+				failed++
+			}
+		}
+		e.Close()
+	}
+	if failed > 0 {
+		fmt.Fprintf(rb.stderr, "bench relay: %d payloads could not be deleted from --store\n", failed)
+	}
+}
+
+// createDatabases makes a fresh PostgreSQL database per backlog on the
+// server of base (named after base's database, the phase and the time),
+// records their URLs in rb.databases, and returns a function dropping them.
+func (rb *relayBench) createDatabases(ctx context.Context, base string, phases ...string) (func(), error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return func() {}, usagef("--database: not a URL")
+	}
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		return func() {}, fmt.Errorf("bench relay: %w", err)
+	}
+	var names []string
+	drop := func() {
+		for _, n := range names {
+			if _, err := db.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+n+" WITH (FORCE)"); err != nil {
+				fmt.Fprintf(rb.stderr, "bench relay: drop database %s: %v\n", n, err)
+			}
+		}
+		db.Close()
+	}
+	stem := strings.ToLower(strings.Trim(u.Path, "/"))
+	if stem == "" || !isIdent(stem) {
+		stem = "claimcheck"
+	}
+	for _, ph := range phases {
+		n := fmt.Sprintf("%s_bench_relay_%s_%d", stem, ph, time.Now().UnixNano())
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE "+n); err != nil {
+			return drop, fmt.Errorf("bench relay: create database %s: %w", n, err)
+		}
+		names = append(names, n)
+		v := *u
+		v.Path = "/" + n
+		rb.databases[ph] = v.String()
+	}
+	return drop, nil
+}
+
+// isIdent reports whether s is a plain lowercase SQL identifier.
+func isIdent(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return len(s) <= 30
+}

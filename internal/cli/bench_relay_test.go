@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck/internal/bench"
+)
+
+// buildClaimcheck builds cmd/claimcheck into a temporary directory: bench
+// relay runs the relay as a child process, which the test binary cannot be.
+func buildClaimcheck(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "claimcheck")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/claimcheck")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/claimcheck: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBenchRelay runs bench relay against RabbitMQ at a small scale: both
+// backlogs set up, relayed by a child process, every entry sent, peak RSS
+// read, the scratch directories removed and the queue deleted.
+func TestBenchRelay(t *testing.T) {
+	u := os.Getenv("CLAIMCHECK_TEST_AMQP_URL")
+	if u == "" {
+		t.Skip("CLAIMCHECK_TEST_AMQP_URL not set (e.g. amqp://guest:guest@127.0.0.1:5672/): skipping")
+	}
+	u = strings.TrimSuffix(u, "/") + fmt.Sprintf("/?queue=cctest.benchrelay.%d", time.Now().UnixNano())
+	t.Cleanup(func() { dropTopology(t, u) })
+
+	bin := buildClaimcheck(t)
+	saved := relayChild
+	relayChild = func() (string, []string, error) { return bin, nil, nil }
+	t.Cleanup(func() { relayChild = saved })
+
+	b := setup(t)
+	r := b.run("", "--broker", u, "bench", "relay", "--entries", "40", "--small", "4", "--total", "4MiB", "--window", "3s", "--json")
+	var rep bench.RelayReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("exit %d, stdout is not the JSON report: %v\nstdout: %s\nstderr: %s", r.code, err, r.stdout, r.stderr)
+	}
+	t.Logf("report: %s\nstderr: %s", r.stdout, r.stderr)
+	// The check itself may fail at this scale (a few MiB of caches are
+	// the whole difference); a FAIL must exit 1 and anything else 0.
+	if want := map[string]int{"PASS": 0, "SKIP": 0, "FAIL": 1}[rep.Status]; rep.Status == "" || r.code != want {
+		t.Fatalf("status %q, exit %d\nstderr: %s", rep.Status, r.code, r.stderr)
+	}
+	const each = 4 * bench.MiB / 40
+	if rep.EntryBytes != each || rep.Batch != 100 || rep.Destination != "default" || rep.MaxRatio != bench.RelayMaxRatio {
+		t.Errorf("report header: %+v", rep)
+	}
+	if strings.Contains(r.stdout+r.stderr, "guest:guest") {
+		t.Errorf("the broker password is printed")
+	}
+	if len(rep.Phases) != 2 {
+		t.Fatalf("phases %+v, want small and large", rep.Phases)
+	}
+	for i, want := range []struct {
+		name    string
+		entries int
+	}{{bench.RelayPhaseSmall, 4}, {bench.RelayPhaseLarge, 40}} {
+		p := rep.Phases[i]
+		if p.Name != want.name || p.Entries != want.entries || p.Sent != int64(want.entries) || p.PayloadBytes != int64(want.entries)*each {
+			t.Errorf("phase %d: %+v, want %s with %d entries, all sent", i, p, want.name, want.entries)
+		}
+		if p.Seconds <= 0 || p.EntriesPerSec <= 0 || p.SetupSeconds <= 0 {
+			t.Errorf("phase %s: times %+v", p.Name, p)
+		}
+		if runtime.GOOS == "linux" && (p.PeakRSS == 0 || p.SampledHWM == 0) {
+			t.Errorf("phase %s: no peak RSS: %+v", p.Name, p)
+		}
+	}
+	if runtime.GOOS == "linux" && (rep.Ratio <= 0 || rep.RSSMethod != bench.RSSMethodChild) {
+		t.Errorf("ratio %v, rss method %q", rep.Ratio, rep.RSSMethod)
+	}
+	if strings.Contains(r.stderr, "could not delete") || !strings.Contains(r.stderr, "setup large: 40/40 entries") {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+	left, _ := filepath.Glob(filepath.Join(b.data, "bench-relay-*"))
+	if len(left) != 0 {
+		t.Errorf("scratch directories left: %v", left)
+	}
+}
+
+// TestBenchRelayUsage: bad flags are usage errors before anything runs.
+func TestBenchRelayUsage(t *testing.T) {
+	t.Setenv("CLAIMCHECK_BROKER", "")
+	t.Setenv("CLAIMCHECK_DATABASE", "")
+	b := setup(t)
+	for _, args := range [][]string{
+		{"bench", "relay"}, // no --broker
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--small", "11", "--entries", "10"},
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--total", "lots"},
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--window", "10ms"},
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--entries", "10", "--total", "9"},
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--database", "sqlite:///tmp/x.db", "bench", "relay"},
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--store", "mem://", "bench", "relay"},
+	} {
+		if r := b.run("", args...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2\nstderr: %s", args, r.code, r.stderr)
+		}
+	}
+}
