@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"github.com/dustin/go-humanize"
@@ -62,13 +63,7 @@ check-in against the upload, open and stream against the download
 			if err != nil {
 				return err
 			}
-			if g.json {
-				b, err := rep.JSON()
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), string(b))
-			} else if err := rep.Write(cmd.OutOrStdout()); err != nil {
+			if err := printReport(cmd, g, rep); err != nil {
 				return err
 			}
 			if !rep.Passed() {
@@ -82,4 +77,20 @@ check-in against the upload, open and stream against the download
 	c.Flags().IntVar(&rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine)")
 	c.AddCommand(newBenchRelay(g))
 	return c
+}
+
+// printReport prints a bench report as a table, or as JSON with --json.
+func printReport(cmd *cobra.Command, g *globals, rep interface {
+	JSON() ([]byte, error)
+	Write(io.Writer) error
+}) error {
+	if !g.json {
+		return rep.Write(cmd.OutOrStdout())
+	}
+	b, err := rep.JSON()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+	return err
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -21,7 +20,6 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
@@ -127,13 +125,7 @@ so the relay's process holds no database cache.`,
 			if err != nil {
 				return err
 			}
-			if g.json {
-				b, err := rep.JSON()
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), string(b))
-			} else if err := rep.Write(cmd.OutOrStdout()); err != nil {
+			if err := printReport(cmd, g, rep); err != nil {
 				return err
 			}
 			if !rep.Passed() {
@@ -399,20 +391,7 @@ func newBenchRelayMeasure() *cobra.Command {
 func (rb *relayBench) purge() {
 	ctx, cancel := ctxTimeout(30 * time.Second)
 	defer cancel()
-	tr, err := broker.Open(ctx, rb.g.brokerURL)
-	if err != nil {
-		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): purge %s yourself\n", err, rb.g.redactedBroker())
-		return
-	}
-	defer tr.Close()
-	switch d := tr.(type) {
-	case interface{ DeleteTopology() error }:
-		err = d.DeleteTopology()
-	case interface{ DeleteTopology(context.Context) error }:
-		err = d.DeleteTopology(ctx)
-	default:
-		err = errors.New("the transport cannot delete its queues")
-	}
+	err := deleteTopology(ctx, rb.g.brokerURL)
 	if err != nil {
 		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): purge %s yourself\n", err, rb.g.redactedBroker())
 	}

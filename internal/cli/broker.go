@@ -322,3 +322,21 @@ func (g *globals) redactedBroker() string {
 	}
 	return "(unparsable URL)"
 }
+
+// deleteTopology deletes the queues or streams a broker URL names, with
+// their messages, where the transport can (scratch queues of bench relay
+// and of tests).
+func deleteTopology(ctx context.Context, brokerURL string) error {
+	tr, err := broker.Open(ctx, brokerURL)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	switch d := tr.(type) {
+	case interface{ DeleteTopology() error }:
+		return d.DeleteTopology()
+	case interface{ DeleteTopology(context.Context) error }:
+		return d.DeleteTopology(ctx)
+	}
+	return errors.New("the transport cannot delete its queues")
+}

@@ -49,19 +49,7 @@ var brokers = []brokerCase{
 func dropTopology(t *testing.T, u string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	tr, err := broker.Open(ctx, u)
-	if err != nil {
-		t.Logf("cleanup: %v", err)
-		return
-	}
-	defer tr.Close()
-	switch d := tr.(type) {
-	case interface{ DeleteTopology() error }:
-		err = d.DeleteTopology()
-	case interface{ DeleteTopology(context.Context) error }:
-		err = d.DeleteTopology(ctx)
-	}
-	if err != nil {
+	if err := deleteTopology(ctx, u); err != nil {
 		t.Logf("cleanup: %v", err)
 	}
 }
