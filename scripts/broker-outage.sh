@@ -10,7 +10,7 @@
 # outbox); then it is started again (rabbitmq-server -detached) and the rest
 # are submitted. The script then waits for the handler log to hold N ids
 # and checks, with SQL and rabbitmqctl, that:
-#   - the handler ran N times for N distinct message ids;
+#   - the handler ran N times for N distinct job ids;
 #   - the inbox holds N acked messages, the outbox N sent entries;
 #   - the queue and its dead-letter queue are empty.
 #
@@ -74,7 +74,7 @@ echo "worker: $(tail -n 1 "$work/worker.out")"
 echo "worker notices: $(grep -c . "$work/worker.err" || true) lines; first: $(head -n 1 "$work/worker.err")"
 echo "submits that left their job in the outbox: $(grep -c 'kept in the outbox\|not all of the outbox' "$work/submit.err" || true)"
 handled=$(wc -l < "$work/handled.ids"); distinct=$(sort -u "$work/handled.ids" | wc -l)
-echo "handler runs: $handled, distinct message ids: $distinct"
+echo "handler runs: $handled, distinct job ids: $distinct"
 q() { psql "$CLAIMCHECK_DATABASE" -Atc "$1"; }
 echo "inbox: $(q "SELECT action || '=' || count(*) FROM claimcheck_inbox GROUP BY action" | tr '\n' ' ')"
 echo "outbox: $(q "SELECT state || '=' || count(*) FROM river_job WHERE queue LIKE 'claimcheck-outbox-%' GROUP BY state" | tr '\n' ' ')"
