@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 )
 
 // Adopt checks in, for tenant, an object that another tool wrote to this
@@ -18,6 +20,11 @@ import (
 // its format carries no digest. It checks the size, and from then on the
 // digest of what was read protects the payload.
 //
+// Only objects outside claimcheck's own prefixes can be adopted: a key
+// under PrefixPayloads or PrefixResults is refused with
+// ErrTicketForbidden (else a pointer could read another tenant's payload),
+// as is a tenant this store does not serve (Options.Tenants).
+//
 // Errors: ErrTicketInvalid for an empty key; ErrPayloadMissing when the
 // object does not exist; ErrPayloadCorrupt when its size is not size (the
 // copy already checked in, if any, is left for the sweeper); ErrAccessDenied
@@ -25,6 +32,12 @@ import (
 func (s *Store) Adopt(ctx context.Context, tenant, key string, size int64, opts *CheckInOptions) (*Ticket, error) {
 	if key == "" || size < 0 {
 		return nil, fmt.Errorf("claimcheck: adopt: empty key or negative size: %w", ErrTicketInvalid)
+	}
+	if strings.HasPrefix(key, PrefixPayloads) || strings.HasPrefix(key, PrefixResults) {
+		return nil, fmt.Errorf("claimcheck: adopt for tenant %q: the key is in claimcheck's own %s… area, where only tickets may claim: %w", tenant, key[:strings.Index(key, "/")+1], ErrTicketForbidden)
+	}
+	if len(s.tenants) > 0 && !slices.Contains(s.tenants, tenant) {
+		return nil, fmt.Errorf("claimcheck: adopt for tenant %q: this worker does not serve the tenant: %w", tenant, ErrTicketForbidden)
 	}
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if err != nil {

@@ -130,6 +130,18 @@ func TestConsumeAWSMessages(t *testing.T) {
 		body := bytes.Replace(javaBody, []byte(foreignKey), []byte("no-such-object"), 1)
 		dead(t, broker.Message{Body: body, Attributes: marker}, adopt, "payload-missing")
 	})
+	t.Run("ClaimcheckAreaNotAdoptable", func(t *testing.T) {
+		// Another tenant's payload, named by a foreign pointer: refused
+		// before anything is read.
+		victim, err := store.CheckIn(ctx, "victim", bytes.NewReader(pdf), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{victim.Key, "results/victim/" + victim.SHA256[:2] + "/" + victim.SHA256} {
+			body := bytes.Replace(javaBody, []byte(foreignKey), []byte(key), 1)
+			dead(t, broker.Message{Body: body, Attributes: marker}, adopt, "ticket-forbidden")
+		}
+	})
 	t.Run("Garbage", func(t *testing.T) {
 		for _, body := range []string{"", "%PDF-1.7 raw bytes", `{"hello":"world"}`, `["x"]`, `[1,2]`} {
 			dead(t, broker.Message{Body: []byte(body), Attributes: map[string]string{broker.AttrKind: "pdf"}}, adopt, "ticket-invalid")
