@@ -39,6 +39,10 @@ const (
 	// AttrJob is the outbox entry (River job id, decimal) a relayed message
 	// came from: the registry row that DeleteOnAck releases.
 	AttrJob = "claimcheck-job"
+	// AttrMaxAttempts is the producer's limit on attempts (decimal), set
+	// by the relay from the outbox entry; Consume applies it instead of
+	// ConsumeOptions.MaxAttempts.
+	AttrMaxAttempts = "claimcheck-max-attempts"
 )
 
 // Message is what a transport carries: a body and string attributes (SQS

@@ -30,6 +30,9 @@ type Outcome struct {
 	Kind    string
 	Tenant  string
 	Attempt int
+	// MaxAttempts is the limit applied: the message's AttrMaxAttempts, or
+	// ConsumeOptions.MaxAttempts.
+	MaxAttempts int
 	// Ticket is the ticket the delivery carried (for an AWS pointer, the
 	// ticket it was claimed with), nil if the body was not recognised.
 	Ticket *claimcheck.Ticket
@@ -84,7 +87,8 @@ type ConsumeOptions struct {
 	// Handlers maps each kind to its handler. Required, non-empty.
 	Handlers map[string]claimcheck.Handler
 	// MaxAttempts is the number of attempts before a transient failure is
-	// dead-lettered. Default 25 (River's default).
+	// dead-lettered, for messages without AttrMaxAttempts. Default 25
+	// (River's default).
 	MaxAttempts int
 	// RetryBase is the first retry's delay; attempt n waits
 	// RetryBase·2^(n-1), at most MaxRetryDelay. Default 1s.
@@ -255,6 +259,10 @@ func consumeOne(ctx context.Context, tr Transport, store *claimcheck.Store, opts
 		o.ID = d.ID
 	}
 	o.Job, _ = strconv.ParseInt(d.Attributes[AttrJob], 10, 64)
+	o.MaxAttempts = opts.MaxAttempts
+	if n, err := strconv.Atoi(d.Attributes[AttrMaxAttempts]); err == nil && n > 0 {
+		o.MaxAttempts = n
+	}
 	done := false
 	if opts.Inbox != nil && o.ID != "" {
 		seen, err := opts.Inbox.Processed(ctx, o.ID)
@@ -337,7 +345,7 @@ func keepLease(ctx context.Context, tr Transport, d *Delivery, lease time.Durati
 func (opts *ConsumeOptions) fail(o Outcome, err error, permanent bool) Outcome {
 	o.Err = err
 	o.Reason = claimcheck.Reason(err)
-	if permanent || o.Attempt >= opts.MaxAttempts {
+	if permanent || o.Attempt >= o.MaxAttempts {
 		o.Action = DeadLettered
 		return o
 	}
@@ -359,7 +367,11 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 		o.Kind = opts.DefaultKind
 	}
 	if o.Kind == "" {
-		return fail(fmt.Errorf("broker: message %s has no %s attribute: %w", d.ID, AttrKind, claimcheck.ErrTicketInvalid), true)
+		hint := ""
+		if dec.Kind == KindPointer {
+			hint = " (an AWS payload pointer: its producer sets no kind; give the consumer a default kind and a pointer bucket)"
+		}
+		return fail(fmt.Errorf("broker: message %s has no %s attribute%s: %w", d.ID, AttrKind, hint, claimcheck.ErrTicketInvalid), true)
 	}
 	t := dec.Ticket
 	if dec.Kind == KindPointer {

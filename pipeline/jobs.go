@@ -140,7 +140,8 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 		if err := ValidateKind(opts.Kind); err != nil {
 			return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrConfig)
 		}
-		params = params.Queues(opts.Kind)
+		// Not by queue: outbox entries of the kind wait in their
+		// destination's queue. The kind is in the arguments, compared below.
 	}
 	params = params.Kinds(riverKind)
 	for {
@@ -152,6 +153,9 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 			j, err := jobInfo(row)
 			if err != nil {
 				return err
+			}
+			if opts.Kind != "" && j.Kind != opts.Kind {
+				continue
 			}
 			if err := p.overlayInbox(ctx, j); err != nil {
 				return err

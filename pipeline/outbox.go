@@ -100,7 +100,9 @@ type RelayOptions struct {
 // or ErrConfig) dead-letters its entry with the reason.
 //
 // Each message carries the ticket as its body and the attributes
-// broker.AttrKind, AttrTenant, AttrID and AttrJob (the entry's job id).
+// broker.AttrKind, AttrTenant, AttrID, AttrJob (the entry's job id) and
+// AttrMaxAttempts (the entry's, so the consumer applies the producer's
+// limit).
 //
 // Errors: ErrConfig for a missing transport or an invalid destination;
 // River's start and stop errors, wrapped.
@@ -158,6 +160,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	}
 	m.Attributes[broker.AttrID] = MessageID(job.ID, enc)
 	m.Attributes[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
+	m.Attributes[broker.AttrMaxAttempts] = strconv.Itoa(job.MaxAttempts)
 	if err := w.opts.Transport.Publish(ctx, []broker.Message{m}); err != nil {
 		if errors.Is(err, broker.ErrMessageTooLarge) || errors.Is(err, claimcheck.ErrConfig) {
 			return deadLetter(fmt.Errorf("pipeline: relay %s to %s: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))

@@ -90,6 +90,9 @@ func TestRunBroker(t *testing.T) {
 			if len(out.Jobs) != len(files) || out.Summary.Done != len(files) || out.Summary.Dead != 0 {
 				t.Fatalf("jobs %+v summary %+v", out.Jobs, out.Summary)
 			}
+			if listed := b.jobs("--kind", pdfinfo.Kind); len(listed) != len(files) {
+				t.Fatalf("jobs --kind %s lists %d jobs, want %d", pdfinfo.Kind, len(listed), len(files))
+			}
 			for _, j := range out.Jobs {
 				name := filepath.Base(j.File)
 				if j.State != "completed" || j.Attempts != 1 || j.Pages != wantPages[name] || (!j.Inline && j.TicketBytes > 512) {
@@ -325,5 +328,24 @@ func TestWorkUntilEmptyLetsHandlersFinish(t *testing.T) {
 	r := b.run("", "--broker", u, "work", "--kind", "slow", "--until-empty", "--idle", "500ms", "--exec", "--", "sh", "-c", "sleep 3; wc -c")
 	if r.code != 0 || !strings.Contains(r.stdout, "succeeded 1, retried 0") {
 		t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestBrokerMaxAttemptsFromSubmit: the producer's --max-attempts travels
+// with the message; a handler that always fails transiently is
+// dead-lettered after that many attempts, not the worker's default.
+func TestBrokerMaxAttemptsFromSubmit(t *testing.T) {
+	t.Parallel()
+	u := brokers[0].url(t)
+	b := setup(t)
+	j := b.submit("--broker", u, "--max-attempts", "2", "--kind", "flaky", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	r := b.run("", "--broker", u, "work", "--kind", "flaky", "--until-empty", "--idle", "3s", "--exec", "--", "sh", "-c", "exit 1")
+	if r.code != 1 || !strings.Contains(r.stdout, "retried 1, dead-lettered 1") {
+		t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	for _, got := range b.jobs() {
+		if got.ID == j.ID && (got.State != "dead" || got.Attempts != 2) {
+			t.Fatalf("job %d: %+v, want dead after 2 attempts", j.ID, got)
+		}
 	}
 }
