@@ -53,8 +53,10 @@ var urlParams = []string{"queue_url", "dead_letter_queue_url", "region", "endpoi
 //     and their .amazonaws.com.cn forms), else the chain's (AWS_REGION,
 //     the shared config file's profile);
 //   - endpoint: the SQS endpoint, an absolute http(s) URL, for
-//     SQS-compatible servers; default the region's AWS endpoint (or
-//     AWS_ENDPOINT_URL_SQS and the like, as the chain reads them);
+//     SQS-compatible servers; default, for a queue URL on an AWS host, the
+//     region's AWS endpoint (or AWS_ENDPOINT_URL_SQS and the like, as the
+//     chain reads them), and for any other queue URL its own scheme and
+//     host (an SQS-compatible server is its queues' endpoint);
 //   - max_message_size: Options.MaxMessageSize, in bytes, from 1024 to
 //     1048576 (default 262144); it must not exceed the queues' own
 //     MaximumMessageSize (Verify checks it);
@@ -91,9 +93,16 @@ func OpenURL(ctx context.Context, u *url.URL) (*Transport, error) {
 	if cfg.Region == "" {
 		return nil, fmt.Errorf("sqs: no AWS region: set the URL parameter region, or AWS_REGION, or the profile's region: %w", claimcheck.ErrConfig)
 	}
+	endpoint := p.endpoint
+	if endpoint == "" {
+		if q, err := url.Parse(p.opts.QueueURL); err == nil && !strings.HasSuffix(strings.ToLower(q.Hostname()), ".amazonaws.com") &&
+			!strings.HasSuffix(strings.ToLower(q.Hostname()), ".amazonaws.com.cn") {
+			endpoint = q.Scheme + "://" + q.Host
+		}
+	}
 	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
-		if p.endpoint != "" {
-			o.BaseEndpoint = aws.String(p.endpoint)
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
 		}
 	})
 	p.opts.Client = client

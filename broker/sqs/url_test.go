@@ -1,6 +1,7 @@
 package sqsq
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"path/filepath"
@@ -251,5 +252,24 @@ func TestRegionOf(t *testing.T) {
 		if got := regionOf(in); got != want {
 			t.Errorf("regionOf(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A queue URL on a host that is not AWS's is its own endpoint: no
+// endpoint= needed for an SQS-compatible server (requests would otherwise
+// go to the region's AWS endpoint).
+func TestOpenURLEndpointFromQueueURL(t *testing.T) {
+	isolateAWSEnv(t, "us-east-1")
+	s := newStandInSQS(t)
+	q, dlq := s.createQueue("self-jobs", 0), s.createQueue("self-jobs-dead", 0)
+	bt, err := broker.Open(t.Context(), sqsURL(url.Values{"queue_url": {q}, "dead_letter_queue_url": {dlq}, "wait_time": {"1s"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := bt.Publish(ctx, []broker.Message{{Body: []byte("x")}}); err != nil {
+		t.Fatalf("publish without endpoint=: %v", err)
 	}
 }

@@ -85,6 +85,9 @@ everything if it is unreachable, stays in the outbox for relay, work or run
 					if errors.As(unreachable, new(usageError)) {
 						return unreachable
 					}
+					if errors.Is(unreachable, claimcheck.ErrAccessDenied) {
+						return fmt.Errorf("%w; nothing was stored", unreachable) // credentials to fix, not an outage
+					}
 				} else {
 					defer tr.Close()
 				}
