@@ -88,13 +88,17 @@ type brokerTally struct {
 // brokerWork relays destination's outbox to tr and consumes tr with
 // handlers, recording outcomes in the job database's inbox, until ctx is
 // done or stop returns true (polled every 200 ms); then it stops receiving
-// and lets running handlers finish. Failures are reported on stderr as
-// they happen.
+// and lets running handlers finish (an interrupt does not cancel them).
+// Failures are reported on stderr as they happen.
 func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, relay bool,
 	stderr io.Writer, stop func(t *brokerTally) (bool, error), base broker.ConsumeOptions) (*brokerTally, error) {
 	tally := &brokerTally{}
 	tally.last.Store(time.Now().UnixNano())
-	runCtx, cancel := context.WithCancel(ctx)
+	// Handlers run on a context an interrupt does not cancel: the first
+	// interrupt drains (running handlers finish, nothing more is received);
+	// a second one ends the process (signal.NotifyContext has stopped
+	// catching it).
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var mu sync.Mutex // serialises stderr lines
 	say := func(format string, args ...any) {
@@ -161,7 +165,8 @@ func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, ha
 loop:
 	for {
 		select {
-		case <-runCtx.Done():
+		case <-ctx.Done():
+			say("interrupted: finishing the running handlers; interrupt again to stop at once")
 			break loop
 		case err = <-errc:
 			if err != nil {
@@ -181,8 +186,7 @@ loop:
 			}
 		}
 	}
-	// Stop receiving and let running handlers finish (an interrupt has
-	// already cancelled them), then stop the relay.
+	// Stop receiving and let running handlers finish, then stop the relay.
 	close(drain)
 	consumers.Wait()
 	cancel()

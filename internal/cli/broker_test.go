@@ -349,3 +349,20 @@ func TestBrokerMaxAttemptsFromSubmit(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkInterruptDrains: an interrupt (the context cancelled, as Ctrl-C
+// does) stops receiving but lets the running handler finish: its attempt
+// succeeds instead of being killed and retried.
+func TestWorkInterruptDrains(t *testing.T) {
+	t.Parallel()
+	u := brokers[0].url(t)
+	b := setup(t)
+	b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	var out, errOut strings.Builder
+	code := Run(ctx, []string{"--data", b.data, "--broker", u, "work", "--kind", "slow", "--exec", "--", "sh", "-c", "sleep 3; wc -c"}, strings.NewReader(""), &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "succeeded 1, retried 0") || !strings.Contains(errOut.String(), "interrupted: finishing") {
+		t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+}

@@ -110,6 +110,9 @@ func (g *globals) validate() error {
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal, the default behaviour again: a second
+	// interrupt ends the process at once (a draining worker, say).
+	go func() { <-ctx.Done(); stop(); signal.Reset(os.Interrupt, syscall.SIGTERM) }()
 	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
