@@ -58,7 +58,7 @@ func Open(ctx context.Context, rawURL string) (Transport, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
 		return nil, fmt.Errorf("broker: %q is not a broker URL (want scheme://host/?params, one of %s): %w",
-			redactURL(rawURL), strings.Join(Schemes(), ", "), claimcheck.ErrConfig)
+			RedactURL(rawURL), strings.Join(Schemes(), ", "), claimcheck.ErrConfig)
 	}
 	openersMu.RLock()
 	o, ok := openers[strings.ToLower(u.Scheme)]
@@ -69,12 +69,14 @@ func Open(ctx context.Context, rawURL string) (Transport, error) {
 	return o(ctx, u)
 }
 
-// redactURL hides a password in a URL string that may not parse.
-func redactURL(s string) string {
+// RedactURL hides the password of a broker URL, for messages and logs; a
+// string that does not parse as a URL keeps only what follows its last
+// '@'.
+func RedactURL(s string) string {
 	if u, err := url.Parse(s); err == nil {
 		return u.Redacted()
 	}
-	if i := strings.Index(s, "@"); i >= 0 {
+	if i := strings.LastIndex(s, "@"); i >= 0 {
 		return "…" + s[i:]
 	}
 	return s

@@ -196,7 +196,7 @@ var errClosed = errors.New("rabbitmq: transport closed")
 // cannot be reached within opts.DialTimeout or before ctx is done. Error
 // strings never contain the password.
 func Open(ctx context.Context, rawURL string, opts Options) (*Transport, error) {
-	redacted := redactURL(rawURL)
+	redacted := broker.RedactURL(rawURL)
 	if opts.Queue == "" || strings.HasPrefix(opts.Queue, "amq.") {
 		return nil, fmt.Errorf("rabbitmq: invalid queue name %q: %w", opts.Queue, claimcheck.ErrConfig)
 	}
@@ -268,17 +268,6 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Transport, error) 
 	}
 	t.pubMu.Unlock()
 	return t, nil
-}
-
-// redactURL hides the password of a URL string, which may not parse.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(s, "@"); i >= 0 {
-		return "…" + s[i:]
-	}
-	return s
 }
 
 // classOf is the claimcheck error class of a dial or channel error:

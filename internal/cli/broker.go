@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -320,12 +319,7 @@ func relayNow(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, unrea
 }
 
 // redactedBroker is --broker without its password, for messages.
-func (g *globals) redactedBroker() string {
-	if u, err := url.Parse(g.brokerURL); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable URL)"
-}
+func (g *globals) redactedBroker() string { return broker.RedactURL(g.brokerURL) }
 
 // deleteTopology deletes the queues or streams a broker URL names, with
 // their messages, where the transport can (scratch queues of bench relay
