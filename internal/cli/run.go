@@ -115,9 +115,8 @@ records each outcome in the job database's inbox.`,
 				jobs = append(jobs, j)
 			}
 			handlers := map[string]claimcheck.Handler{pdfinfo.Kind: pdfinfo.Handler()}
-			outcome := pipelineOutcome(cmd, e)
 			if tr != nil {
-				outcome, err = runBroker(cmd, g, e, tr, handlers, concurrency, jobs)
+				err = runBroker(cmd, g, e, tr, handlers, concurrency, jobs)
 			} else {
 				err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, UntilEmpty: true})
 			}
@@ -131,7 +130,7 @@ records each outcome in the job database's inbox.`,
 			if err != nil {
 				return err
 			}
-			sum, err := summarise(cmd, e, jobs, time.Since(start), outcome)
+			sum, err := summarise(cmd, e, jobs, time.Since(start))
 			if err != nil {
 				return err
 			}
@@ -154,52 +153,27 @@ records each outcome in the job database's inbox.`,
 }
 
 // runBroker relays and consumes until every job of run has a final outcome
-// in the inbox, and returns the outcome lookup for summarise.
-func runBroker(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, jobs []*runJob) (func(int64) (*jobOutcome, error), error) {
-	final := func() (map[int64]*pipeline.InboxEntry, error) {
-		m := map[int64]*pipeline.InboxEntry{}
-		err := e.pipe.InboxList(cmd.Context(), func(en *pipeline.InboxEntry) error {
-			if en.Action == string(broker.Acked) || en.Action == string(broker.DeadLettered) {
-				m[en.Job] = en
-			}
-			return nil
-		})
-		return m, err
+// (Get shows a sent outbox entry with its consumer's outcome from the
+// inbox). Each poll looks only at the jobs still open.
+func runBroker(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, jobs []*runJob) error {
+	open := make([]int64, len(jobs))
+	for i, j := range jobs {
+		open[i] = j.ID
 	}
 	_, err := brokerWork(cmd.Context(), g, e, tr, handlers, concurrency, true, cmd.ErrOrStderr(), func(*brokerTally) (bool, error) {
-		m, err := final()
-		if err != nil {
-			return false, err
-		}
-		for _, j := range jobs {
-			if m[j.ID] == nil {
+		for len(open) > 0 {
+			j, err := e.pipe.Get(cmd.Context(), open[0])
+			if err != nil {
+				return false, err
+			}
+			if j.State != "completed" && !j.Dead {
 				return false, nil
 			}
+			open = open[1:]
 		}
 		return true, nil
 	}, broker.ConsumeOptions{})
-	if err != nil {
-		return nil, err
-	}
-	m, err := final()
-	if err != nil {
-		return nil, err
-	}
-	return func(id int64) (*jobOutcome, error) {
-		info, err := e.pipe.Get(cmd.Context(), id)
-		if err != nil {
-			return nil, err
-		}
-		o := &jobOutcome{state: "sent", argsBytes: info.ArgsBytes}
-		if en := m[id]; en != nil {
-			o.attempts, o.reason, o.result = en.Attempt, en.Reason, en.Result
-			o.state = "completed"
-			if en.Action == string(broker.DeadLettered) {
-				o.state, o.dead = pipeline.StateDead, true
-			}
-		}
-		return o, nil
-	}, nil
+	return err
 }
 
 // collectFiles expands the arguments: files as named, directories walked for
@@ -283,40 +257,21 @@ func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Write
 	return &runJob{ID: res.JobID, File: path, Size: res.Ticket.Size, Inline: res.Ticket.IsInline(), TicketBytes: res.TicketBytes, key: res.Ticket.Key}, nil
 }
 
-// jobOutcome is how one submitted job ended, as summarise needs it.
-type jobOutcome struct {
-	state     string
-	dead      bool
-	attempts  int
-	reason    string
-	argsBytes int
-	result    *claimcheck.Ticket
-}
-
-// pipelineOutcome reads a job's outcome from the job database.
-func pipelineOutcome(cmd *cobra.Command, e *env) func(id int64) (*jobOutcome, error) {
-	return func(id int64) (*jobOutcome, error) {
-		info, err := e.pipe.Get(cmd.Context(), id)
-		if err != nil {
-			return nil, err
-		}
-		return &jobOutcome{state: info.State, dead: info.Dead, attempts: info.Attempts, reason: info.Reason, argsBytes: info.ArgsBytes, result: info.ResultTicket()}, nil
-	}
-}
-
-func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration, outcome func(id int64) (*jobOutcome, error)) (*runSummary, error) {
+// summarise reads each job's outcome (for a broker job, its consumer's, from
+// the inbox) and totals them.
+func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration) (*runSummary, error) {
 	s := &runSummary{Jobs: len(jobs), ElapsedSeconds: elapsed.Seconds()}
 	objects := map[string]int64{}
 	for i, j := range jobs {
-		info, err := outcome(j.ID)
+		info, err := e.pipe.Get(cmd.Context(), j.ID)
 		if err != nil {
 			return nil, err
 		}
-		j.State, j.Attempts, j.Reason, j.argsBytes = info.state, info.attempts, info.reason, info.argsBytes
+		j.State, j.Attempts, j.Reason, j.argsBytes = info.State, info.Attempts, info.Reason, info.ArgsBytes
 		switch {
-		case info.state == "completed":
+		case info.State == "completed":
 			s.Done++
-		case info.dead:
+		case info.Dead:
 			s.Dead++
 		default:
 			s.Other++
@@ -335,9 +290,9 @@ func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration
 			s.TicketMinBytes = j.TicketBytes
 		}
 		s.TicketMaxBytes = max(s.TicketMaxBytes, j.TicketBytes)
-		s.JobDatabaseBytes += int64(info.argsBytes)
+		s.JobDatabaseBytes += int64(info.ArgsBytes)
 		s.PayloadBytes += j.Size
-		if rt := info.result; rt != nil {
+		if rt := info.ResultTicket(); rt != nil {
 			if !rt.IsInline() {
 				objects[rt.Key] = rt.Size
 			}
