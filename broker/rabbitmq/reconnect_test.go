@@ -16,6 +16,30 @@ import (
 	"github.com/claimcheck/claimcheck/internal/outageproxy"
 )
 
+// openProxied opens a transport on a fresh queue through an outage proxy
+// to the RabbitMQ of raw; cleanup restores the proxy, deletes the queue's
+// topology and closes the transport.
+func openProxied(ctx context.Context, t *testing.T, raw, what string) (*rabbitmq.Transport, *outageproxy.Proxy) {
+	t.Helper()
+	target, via := proxiedURL(t, raw)
+	proxy := outageproxy.New(t, target)
+	name := fmt.Sprintf("cctest.%s.%d", what, time.Now().UnixNano())
+	tr, err := rabbitmq.Open(ctx, via(proxy.Addr()), rabbitmq.Options{Queue: name, DialTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		proxy.Restore()
+		if err := tr.DeleteTopology(); err != nil {
+			t.Errorf("delete topology: %v", err)
+		}
+		if err := tr.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return tr, proxy
+}
+
 // proxiedURL returns raw with its host replaced by the proxy's, and the
 // RabbitMQ address the proxy forwards to.
 func proxiedURL(t *testing.T, raw string) (target string, via func(proxy string) string) {
@@ -54,23 +78,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 	raw := amqpURL(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
-	target, via := proxiedURL(t, raw)
-	proxy := outageproxy.New(t, target)
-
-	name := fmt.Sprintf("cctest.reconnect.%d", time.Now().UnixNano())
-	tr, err := rabbitmq.Open(ctx, via(proxy.Addr()), rabbitmq.Options{Queue: name, DialTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		proxy.Restore()
-		if err := tr.DeleteTopology(); err != nil {
-			t.Errorf("delete topology: %v", err)
-		}
-		if err := tr.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
+	tr, proxy := openProxied(ctx, t, raw, "reconnect")
 
 	acked := map[string]int{}
 	ack := func(d *broker.Delivery) {
@@ -136,7 +144,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 	}
 
 	start := time.Now()
-	err = tr.Publish(ctx, bodiesOf("cut", 1))
+	err := tr.Publish(ctx, bodiesOf("cut", 1))
 	wantUnavailable("Publish during the outage", err)
 	var perr *broker.PublishError
 	if !errors.As(err, &perr) || perr.Failed[0] == nil {
@@ -238,20 +246,7 @@ func TestPublishPipelinesAndLosesConfirms(t *testing.T) {
 	raw := amqpURL(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	target, via := proxiedURL(t, raw)
-	proxy := outageproxy.New(t, target)
-	name := fmt.Sprintf("cctest.pipeline.%d", time.Now().UnixNano())
-	tr, err := rabbitmq.Open(ctx, via(proxy.Addr()), rabbitmq.Options{Queue: name, DialTimeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		proxy.Restore()
-		if err := tr.DeleteTopology(); err != nil {
-			t.Errorf("delete topology: %v", err)
-		}
-		tr.Close()
-	})
+	tr, proxy := openProxied(ctx, t, raw, "pipeline")
 	if err := tr.Publish(ctx, bodiesOf("warm", 1)); err != nil {
 		t.Fatal(err)
 	}
