@@ -479,3 +479,15 @@ func testDuplicate(t *testing.T, tr broker.Transport) {
 	}
 	expectNone(t, tr.Receive, 300*time.Millisecond)
 }
+
+// ServerURL returns the broker URL in the environment variable env, or
+// skips the test, saying to set it (example is a URL that works on a
+// development machine). CI sets every variable, so the tests run there.
+func ServerURL(t testing.TB, env, example string) string {
+	t.Helper()
+	u := os.Getenv(env)
+	if u == "" {
+		t.Skipf("%s not set (e.g. %s): skipping tests that need that broker", env, example)
+	}
+	return u
+}

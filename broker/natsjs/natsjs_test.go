@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +16,7 @@ import (
 
 // natsURL returns CLAIMCHECK_TEST_NATS_URL or skips the test.
 func natsURL(t *testing.T) string {
-	u := os.Getenv("CLAIMCHECK_TEST_NATS_URL")
-	if u == "" {
-		t.Skip("CLAIMCHECK_TEST_NATS_URL not set (e.g. nats://127.0.0.1:4222, a server with JetStream): skipping NATS JetStream tests")
-	}
-	return u
+	return brokertest.ServerURL(t, "CLAIMCHECK_TEST_NATS_URL", "nats://127.0.0.1:4222, a server with JetStream")
 }
 
 // uniqueOptions names a stream, subject and consumer after the test.

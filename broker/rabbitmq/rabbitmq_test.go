@@ -3,7 +3,6 @@ package rabbitmq_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +14,7 @@ import (
 
 // amqpURL returns CLAIMCHECK_TEST_AMQP_URL or skips the test.
 func amqpURL(t *testing.T) string {
-	u := os.Getenv("CLAIMCHECK_TEST_AMQP_URL")
-	if u == "" {
-		t.Skip("CLAIMCHECK_TEST_AMQP_URL not set (e.g. amqp://guest:guest@127.0.0.1:5672/): skipping RabbitMQ tests")
-	}
-	return u
+	return brokertest.ServerURL(t, "CLAIMCHECK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 }
 
 func newTransport(t *testing.T) broker.Transport {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/broker/brokertest"
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 )
 
@@ -25,19 +26,13 @@ type brokerCase struct {
 // CLAIMCHECK_TEST_*_URL is unset.
 var brokers = []brokerCase{
 	{"RabbitMQ", func(t *testing.T) string {
-		u := os.Getenv("CLAIMCHECK_TEST_AMQP_URL")
-		if u == "" {
-			t.Skip("CLAIMCHECK_TEST_AMQP_URL not set (e.g. amqp://guest:guest@127.0.0.1:5672/): skipping")
-		}
+		u := brokertest.ServerURL(t, "CLAIMCHECK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 		u = strings.TrimSuffix(u, "/") + fmt.Sprintf("/?queue=cctest.cli.%d", time.Now().UnixNano())
 		t.Cleanup(func() { dropTopology(t, u) })
 		return u
 	}},
 	{"JetStream", func(t *testing.T) string {
-		u := os.Getenv("CLAIMCHECK_TEST_NATS_URL")
-		if u == "" {
-			t.Skip("CLAIMCHECK_TEST_NATS_URL not set (e.g. nats://127.0.0.1:4222): skipping")
-		}
+		u := brokertest.ServerURL(t, "CLAIMCHECK_TEST_NATS_URL", "nats://127.0.0.1:4222")
 		n := time.Now().UnixNano()
 		u = strings.TrimSuffix(u, "/") + fmt.Sprintf("?stream=CCTEST_CLI_%d&subject=cctest.cli.%d&consumer=cli", n, n)
 		t.Cleanup(func() { dropTopology(t, u) })
