@@ -256,60 +256,6 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 	})
 }
 
-// InboxEntry is a broker message's latest recorded outcome.
-type InboxEntry struct {
-	MessageID string
-	// Job is the outbox entry the message came from (0 if unknown).
-	Job     int64
-	Kind    string
-	Tenant  string
-	Action  string
-	Attempt int
-	Reason  string
-	Error   string
-	Result  *claimcheck.Ticket
-	Updated time.Time
-}
-
-// InboxList calls fn for every inbox entry, ordered by job id then message
-// id. The result tickets are parsed; no payload is read.
-func (p *Pipeline) InboxList(ctx context.Context, fn func(*InboxEntry) error) error {
-	rows, err := p.db.QueryContext(ctx, `SELECT message_id, job_id, kind, tenant, action, attempt, reason, error, result, updated_at
-		FROM claimcheck_inbox ORDER BY job_id, message_id`)
-	if err != nil {
-		return fmt.Errorf("pipeline: inbox list: %w", err)
-	}
-	var entries []*InboxEntry
-	for rows.Next() {
-		e := &InboxEntry{}
-		var result sql.NullString
-		if err := rows.Scan(&e.MessageID, &e.Job, &e.Kind, &e.Tenant, &e.Action, &e.Attempt, &e.Reason, &e.Error, &result, &e.Updated); err != nil {
-			rows.Close()
-			return fmt.Errorf("pipeline: inbox list: %w", err)
-		}
-		if result.Valid {
-			if e.Result, err = claimcheck.ParseTicket([]byte(result.String)); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		entries = append(entries, e)
-	}
-	if err := rows.Close(); err != nil {
-		return fmt.Errorf("pipeline: inbox list: %w", err)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("pipeline: inbox list: %w", err)
-	}
-	// Rows are closed before fn runs: SQLite has one connection.
-	for _, e := range entries {
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Release implements broker.Releaser (opt-in deletion on acknowledgement):
 // it deletes outbox entry job's registry row for t's object and, if no
 // registry row refers to the object any more (no other subscriber's entry,
