@@ -49,8 +49,8 @@ func TestBackoff(t *testing.T) {
 		attempt int
 		want    time.Duration
 	}{{1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {10, time.Minute}, {200, time.Minute}} {
-		if got := backoff(time.Second, time.Minute, c.attempt); got != c.want {
-			t.Errorf("backoff(attempt %d) = %v, want %v", c.attempt, got, c.want)
+		if got := Backoff(time.Second, time.Minute, c.attempt); got != c.want {
+			t.Errorf("Backoff(attempt %d) = %v, want %v", c.attempt, got, c.want)
 		}
 	}
 }

@@ -229,7 +229,7 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 			select {
 			case <-rctx.Done():
 				return nil
-			case <-time.After(backoff(time.Second, 30*time.Second, failures)):
+			case <-time.After(Backoff(time.Second, 30*time.Second, failures)):
 			}
 			continue
 		}
@@ -350,7 +350,7 @@ func (opts *ConsumeOptions) fail(o Outcome, err error, permanent bool) Outcome {
 		return o
 	}
 	o.Action = Retried
-	o.Delay = backoff(opts.RetryBase, opts.MaxRetryDelay, o.Attempt)
+	o.Delay = Backoff(opts.RetryBase, opts.MaxRetryDelay, o.Attempt)
 	return o
 }
 
@@ -397,8 +397,10 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 	return o
 }
 
-// backoff is base·2^(attempt-1), capped at max.
-func backoff(base, max time.Duration, attempt int) time.Duration {
+// Backoff is the pause before try attempt+1 after attempt failures:
+// base·2^(attempt-1), capped at max. Consume, the relay and the command
+// all pause by it.
+func Backoff(base, max time.Duration, attempt int) time.Duration {
 	d := base
 	for i := 1; i < attempt; i++ {
 		d *= 2

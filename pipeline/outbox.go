@@ -167,12 +167,8 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 		}
 		// Snoozing keeps the entry without spending an attempt: an outage
 		// of any length loses nothing.
-		n := w.failures.Add(1)
-		delay := time.Second
-		for i := int64(1); i < n && delay < w.opts.MaxRetryDelay; i++ {
-			delay *= 2
-		}
-		return &relaySnooze{snooze: river.JobSnooze(min(delay, w.opts.MaxRetryDelay)), err: err}
+		delay := broker.Backoff(time.Second, w.opts.MaxRetryDelay, int(w.failures.Add(1)))
+		return &relaySnooze{snooze: river.JobSnooze(delay), err: err}
 	}
 	w.failures.Store(0)
 	return nil

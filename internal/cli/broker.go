@@ -54,7 +54,6 @@ func (g *globals) openBrokerWithin(ctx context.Context, e *env, d time.Duration,
 // broker is unreachable (not misconfigured) it says so and tries again,
 // 1 s doubling to 30 s, until ctx is done.
 func (g *globals) openBrokerWaiting(ctx context.Context, e *env, stderr io.Writer, kinds ...string) (broker.Transport, error) {
-	delay := time.Second
 	for try := 1; ; try++ {
 		tr, err := g.openBroker(ctx, e, kinds...)
 		if err == nil {
@@ -72,9 +71,8 @@ func (g *globals) openBrokerWaiting(ctx context.Context, e *env, stderr io.Write
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(delay):
+		case <-time.After(broker.Backoff(time.Second, 30*time.Second, try)):
 		}
-		delay = min(2*delay, 30*time.Second)
 	}
 }
 
