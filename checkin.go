@@ -230,7 +230,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		return storeError("claimcheck: check in "+t.String()+": write", err, false)
 	}
 	if file != nil && s.fileRoot != "" {
-		// Durable before the rename is relied on (DESIGN.md invariant 1).
+		// Durable before the rename is relied on (docs/invariants.md, invariant 1).
 		if err := file.Sync(); err != nil {
 			cancel()
 			_ = w.Close()

@@ -141,7 +141,7 @@ func Reason(err error) string {
 
 // storeError classifies an error returned by gocloud.dev/blob into one of the
 // classes above. NotFound becomes ErrPayloadMissing only when notFoundMissing
-// is set (a claim); access denied is never "missing" (DESIGN.md invariant 4).
+// is set (a claim); access denied is never "missing" (docs/invariants.md, invariant 4).
 // The wrapped message never contains the object key: callers pass what
 // (the operation and the ticket's redacted identity) instead.
 func storeError(what string, err error, notFoundMissing bool) error {

@@ -158,7 +158,7 @@ func refusingStore(t *testing.T, code gcerrors.ErrorCode) (*claimcheck.Store, *r
 	return s, d
 }
 
-// TestStoreFailuresClassified checks DESIGN.md invariant 4 end to end: what
+// TestStoreFailuresClassified checks docs/invariants.md, invariant 4 end to end: what
 // the store reports decides the class, and only NotFound at claim time is
 // "missing".
 func TestStoreFailuresClassified(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 //	results/<tenant>/...                               the same shapes, for results
 //
 // The two-character shard spreads writes across S3's per-prefix request
-// rates (the seed article's "Object storage rate limits are per prefix").
+// rates ("Object storage rate limits are per prefix", docs/invariants.md).
 const (
 	PrefixPayloads = "payloads/"
 	PrefixResults  = "results/"
@@ -152,7 +152,7 @@ type keyPolicy struct {
 // content, or nil when keys are plain SHA-256 content addresses. The tenant
 // key is HMAC-SHA256(secret, "claimcheck/tenant-key/v1\x00" || tenant), so
 // the same content under two tenants lands on two unrelated keys and no
-// tenant can test for another's content (DESIGN.md invariant 2).
+// tenant can test for another's content (docs/invariants.md, invariant 2).
 func (p keyPolicy) tenantMAC(tenant string) hash.Hash {
 	if len(p.secret) == 0 {
 		return nil

@@ -30,7 +30,7 @@ type RetentionInputs struct {
 	// Zero is taken literally (no dead letters kept).
 	DeadLetter time.Duration `json:"dead_letter_ns"`
 	// ReplayMargin is the slack for a human to notice a dead letter, fix the
-	// cause and replay it (the seed article's "week of slack").
+	// cause and replay it (the common recipe's "week of slack" (docs/invariants.md)).
 	ReplayMargin time.Duration `json:"replay_margin_ns"`
 	// ResultsExtra is added for results: how long after the last possible
 	// processing a consumer may still fetch a job's result. Results keep at
@@ -56,7 +56,7 @@ type Retention struct {
 	// PayloadDays is PayloadTotal rounded up to whole days, at least 1: the
 	// shortest lifecycle expiry allowed for the payloads/ prefix.
 	PayloadDays int `json:"payload_days"`
-	// TruncatedDays is PayloadTotal rounded down, the seed article's
+	// TruncatedDays is PayloadTotal rounded down, the common recipe's
 	// mistake; it equals PayloadDays only for an exact number of days.
 	TruncatedDays int `json:"truncated_days"`
 	// ResultTotal is PayloadTotal plus ResultsExtra: a result can be written
@@ -73,14 +73,14 @@ type Retention struct {
 // time.Duration's 292 and S3's int32 days.
 const maxRetention = 100 * 365 * day
 
-// ComputeRetention is the retention arithmetic of DESIGN.md invariant 5: an
+// ComputeRetention is the retention arithmetic of docs/invariants.md, invariant 5: an
 // object must outlive every path from its check-in to the last moment anyone
 // may still process it — the queue backlog, the retry window, the
 // dead-letter retention and a margin for manual replay — so the bucket's
 // lifecycle expiry must be at least their sum, rounded UP to whole days.
 // Results get the same plus ResultsExtra.
 //
-// The seed article computes
+// The common recipe (docs/invariants.md) computes
 //
 //	hours = max_backlog_h + retry_window_h + dlq_retention_d * 24
 //	return int(hours / 24) + 7        # a week of slack for manual replay
@@ -163,7 +163,7 @@ func (r *Retention) Explain() string {
 	}
 	if r.TruncatedDays < r.PayloadDays && r.PayloadTotal > day {
 		short := r.PayloadTotal - time.Duration(r.TruncatedDays)*day
-		fmt.Fprintf(&b, "  (rounding down, as the seed article's int(hours / 24) does, gives %s: the last %s of replays would find their payload expired)\n",
+		fmt.Fprintf(&b, "  (rounding down, as the common int(hours / 24) recipe does, gives %s: the last %s of replays would find their payload expired)\n",
 			plural(r.TruncatedDays, "day"), FormatDuration(short))
 	}
 	fmt.Fprintf(&b, "+ %-22s %8s  total %s\n", "results extra", FormatDuration(r.Inputs.ResultsExtra), FormatDuration(r.ResultTotal))

@@ -13,7 +13,7 @@ import (
 const day = 24 * time.Hour
 
 // The example: 4h + 1h + 14d + 7d is 21d5h, so 22 days, where the
-// seed article's int(hours/24) + 7 answers 21.
+// common recipe int(hours/24) + 7 (docs/invariants.md) answers 21.
 func TestRetentionSeedExampleRoundsUp(t *testing.T) {
 	t.Parallel()
 	r, err := claimcheck.ComputeRetention(claimcheck.RetentionInputs{
@@ -29,7 +29,7 @@ func TestRetentionSeedExampleRoundsUp(t *testing.T) {
 		t.Errorf("PayloadDays = %d, want 22 (rounded up)", r.PayloadDays)
 	}
 	if r.TruncatedDays != 21 {
-		t.Errorf("TruncatedDays = %d, want 21 (the seed article's answer)", r.TruncatedDays)
+		t.Errorf("TruncatedDays = %d, want 21 (the common recipe's answer)", r.TruncatedDays)
 	}
 	if r.ResultDays != 22 {
 		t.Errorf("ResultDays = %d with no results extra, want the payloads' 22", r.ResultDays)

@@ -187,7 +187,7 @@ func assertRefusedAllWays(t *testing.T, s *claimcheck.Store, tk *claimcheck.Tick
 	}
 }
 
-// TestSealEncryptsAtRest checks DESIGN.md invariant 9 on disk: with a
+// TestSealEncryptsAtRest checks docs/invariants.md, invariant 9 on disk: with a
 // keeper, neither the object file nor its sidecar nor an inline ticket holds
 // any run of the plaintext, and claims return the exact original bytes.
 func TestSealEncryptsAtRest(t *testing.T) {

@@ -239,7 +239,7 @@ func assertIs(t *testing.T, err, target error) {
 }
 
 // assertRedacted fails if err's message names the object key or the full
-// digest (DESIGN.md invariant 9).
+// digest (docs/invariants.md, invariant 9).
 func assertRedacted(t *testing.T, err error, tk *claimcheck.Ticket) {
 	t.Helper()
 	msg := err.Error()

@@ -20,8 +20,8 @@ import (
 )
 
 // DefaultInlineThreshold is the largest payload, in bytes, carried inline in
-// its ticket by default: 64 KiB, the seed article's break-even ("For jobs under
-// roughly 64KB the round trip is not worth it").
+// its ticket by default: 64 KiB, the usual break-even ("For jobs under
+// roughly 64KB the round trip is not worth it"; docs/invariants.md).
 const DefaultInlineThreshold = 64 << 10
 
 // MaxInlineThreshold is the largest configurable inline threshold in bytes

@@ -1,5 +1,5 @@
 // Package lifecycle generates the bucket lifecycle policy that enforces
-// claimcheck's retention (DESIGN.md invariant 5) and installs it on S3
+// claimcheck's retention (docs/invariants.md, invariant 5) and installs it on S3
 // without disturbing other teams' rules.
 //
 // The policy has one expiry per prefix — payloads/ and results/, each at
@@ -155,7 +155,7 @@ type s3Abort struct {
 //	  "Status": "Enabled", "Expiration": {"Days": 22},
 //	  "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}, …]}
 //
-// Each rule names its prefix: the seed article's example filters on the
+// Each rule names its prefix: the common example rule filters on the
 // empty prefix, which expires every object in the bucket, other teams'
 // included. Installing this alone replaces the bucket's other rules; use
 // Apply, or merge by hand.

@@ -243,7 +243,7 @@ func TestMergeRefusesShorterForeignExpiry(t *testing.T) {
 	t.Parallel()
 	p := seedPolicy(t) // payloads 22 days, results 52
 	date := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	seedRule := rule("expire-job-payloads", "", 21) // the seed article's rule: empty prefix
+	seedRule := rule("expire-job-payloads", "", 21) // the common example rule: empty prefix
 	for _, tc := range []struct {
 		name   string
 		rule   types.LifecycleRule
@@ -251,7 +251,7 @@ func TestMergeRefusesShorterForeignExpiry(t *testing.T) {
 		ours   string
 		reason string
 	}{
-		{"the seed article's whole-bucket 21 days", seedRule, "expire-job-payloads", "payloads/", "expires objects after 21 days"},
+		{"the common whole-bucket 21 days", seedRule, "expire-job-payloads", "payloads/", "expires objects after 21 days"},
 		{"a tenant's payloads for a week", rule("acme-cleanup", "payloads/acme/", 7), "acme-cleanup", "payloads/", "after 7 days"},
 		{"a shorter prefix covering ours", rule("p-sweep", "p", 3), "p-sweep", "payloads/", "after 3 days"},
 		{"results shorter than theirs", rule("results-month", "results/", 30), "results-month", "results/", "after 30 days"},

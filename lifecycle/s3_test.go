@@ -141,7 +141,7 @@ func TestApplyS3KeepsForeignRule(t *testing.T) {
 func TestApplyS3RefusesConflict(t *testing.T) {
 	client, bucket := s3Bucket(t)
 	ctx := context.Background()
-	// The seed article's rule: every object in the bucket after 21 days.
+	// The common example rule: every object in the bucket after 21 days.
 	_, err := client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
 		Bucket:                 aws.String(bucket),
 		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{rule("expire-job-payloads", "", 21)}},

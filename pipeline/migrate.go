@@ -67,7 +67,7 @@ type registryStep struct {
 // registrySchema is the claims registry: one row per object a job refers
 // to, written in the same transaction as the job (or, for a result, before
 // the job completes). An object with no row here, older than a grace period,
-// is an orphan (DESIGN.md invariant 6).
+// is an orphan (docs/invariants.md, invariant 6).
 //
 // created_at is the ticket's check-in time, written in UTC. SQLite keeps the
 // TIMESTAMP type it always had (modernc.org/sqlite stores and parses it as

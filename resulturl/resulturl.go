@@ -35,7 +35,7 @@ import (
 const PathPrefix = "/v1/results/"
 
 // MaxTTL bounds a URL's lifetime: a signed URL is a bearer token, and the
-// seed article's advice is to keep its expiry short.
+// usual advice is to keep its expiry short (docs/invariants.md).
 const MaxTTL = 7 * 24 * time.Hour
 
 // ErrURL is returned (wrapped) for a URL that is malformed, tampered with,

@@ -2,12 +2,12 @@
 // where the store has no lifecycle engine (the file store).
 //
 // An orphan is an object under claimcheck's prefixes that no claims-registry
-// row refers to and that is older than a grace period (DESIGN.md invariant
+// row refers to and that is older than a grace period (docs/invariants.md, invariant
 // 6). The registry row is written in the same transaction as its job, so an
 // object without one was checked in by a producer whose transaction rolled
 // back or never ran: litter, never a payload some job needs. The grace
 // period covers the moment between an upload and its transaction's commit.
-// The seed article's sweep matches objects to jobs by the digest in the key
+// The common recipe's sweep matches objects to jobs by the digest in the key
 // and needs a job row; this one matches the exact key against the registry,
 // whose rows outlive the job rows River prunes.
 //

@@ -507,7 +507,7 @@ func TestLifecycleApplyCommandS3(t *testing.T) {
 		t.Errorf("second apply: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 
-	// The seed article's rule (every object, 21 days) beside ours: refused.
+	// The common example rule (every object, 21 days) beside ours: refused.
 	put(foreign, types.LifecycleRule{ID: aws.String("expire-job-payloads"), Status: types.ExpirationStatusEnabled,
 		Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")}, Expiration: &types.LifecycleExpiration{Days: aws.Int32(21)}})
 	r = opsRun(t, data, args...)

@@ -61,7 +61,7 @@ func handle(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error
 	info, err := api.PDFInfo(r, "", nil, false, conf)
 	if err != nil {
 		// pdfcpu's message can quote bytes of the document: keep it out of
-		// error records (DESIGN.md invariant 9).
+		// error records (docs/invariants.md, invariant 9).
 		return nil, claimcheck.Permanent(errors.New("pdf-info: not a readable PDF"))
 	}
 	t := job.Payload.Ticket()
