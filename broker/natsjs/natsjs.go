@@ -62,8 +62,10 @@
 //   - Ack is DoubleAck (the server confirms). Retry is NakWithDelay, Extend
 //     InProgress, each followed by a flush of the connection.
 //   - DeadLetter publishes a copy (headers kept, plus claimcheck-reason) to
-//     T.dead, waits for its PubAck from S_DEAD, then Terms the original
-//     (TermWithReason). If the process dies between the two, the original is
+//     T.dead, waits for its PubAck from S_DEAD, then terminates the original
+//     with a plain "+TERM", sent as a request the server answers once it is
+//     settled (nats-server 2.9 ignores the "+TERM <reason>" form, so the
+//     reason travels only in the copy). If the process dies between the two, the original is
 //     redelivered after AckWait and dead-lettered again; the copy keeps the
 //     original's Nats-Msg-Id, so S_DEAD stores it once if that happens
 //     within the duplicate window.
@@ -785,11 +787,39 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 	if err := t.publish(ctx, t.opts.DeadStream, []*nats.Msg{cp}); err != nil {
 		return fmt.Errorf("natsjs: dead-letter %s: %w", d.ID, err)
 	}
-	if err := m.TermWithReason(reason); err != nil {
-		return fmt.Errorf("natsjs: dead-letter %s: term: %w", d.ID, t.classify(err))
-	}
-	if err := t.flush(ctx); err != nil {
+	if err := t.term(ctx, m); err != nil {
 		return fmt.Errorf("natsjs: dead-letter %s: term: %w", d.ID, err)
+	}
+	return nil
+}
+
+// ackTerm is JetStream's acknowledgement that settles a message for good
+// (the consumer never redelivers it; a work-queue stream removes it). It is
+// sent without a reason: nats-server 2.9 compares the acknowledgement with
+// "+TERM" byte for byte and silently ignores "+TERM <reason>" (what
+// nats.go's TermWithReason sends), so the message would be redelivered
+// after AckWait. Measured on nats-server 2.9.10: see
+// TestDeadLetterTermOnTheWire. The reason travels in the dead-letter copy.
+const ackTerm = "+TERM"
+
+// term sends ackTerm for m as a request: the server answers an
+// acknowledgement that carries a reply subject once it has processed it,
+// so a nil error means the message is settled (at most 30 s if ctx has no
+// deadline).
+func (t *Transport) term(ctx context.Context, m jetstream.Msg) error {
+	if err := t.connErr(); err != nil {
+		return err
+	}
+	if m.Reply() == "" {
+		return errors.New("natsjs: message has no acknowledgement subject")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	if _, err := t.nc.RequestWithContext(ctx, m.Reply(), []byte(ackTerm)); err != nil {
+		return t.classify(err)
 	}
 	return nil
 }
