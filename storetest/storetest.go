@@ -82,6 +82,31 @@ func RunConformance(t *testing.T, open func(t *testing.T) *claimcheck.Store) {
 	}})
 }
 
+// URLOpener is a Harness.Open that opens stores at url(t) with
+// claimcheck.OpenStore, each with its own spool directory under t.TempDir,
+// closed (and the close checked) when t ends. The backend's driver package
+// must be imported (gs:// needs stores/gcsstore, for example).
+func URLOpener(url func(t *testing.T) string) func(t *testing.T, opts *claimcheck.Options) *claimcheck.Store {
+	return func(t *testing.T, opts *claimcheck.Options) *claimcheck.Store {
+		t.Helper()
+		var o claimcheck.Options
+		if opts != nil {
+			o = *opts
+		}
+		o.SpoolDir = t.TempDir()
+		s, err := claimcheck.OpenStore(t.Context(), url(t), &o)
+		if err != nil {
+			t.Fatalf("OpenStore: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	}
+}
+
 // Run runs the suite with h.
 func Run(t *testing.T, h Harness) {
 	if h.Open == nil {

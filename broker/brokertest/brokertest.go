@@ -18,6 +18,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // RetryDelay is the delay the suite asks Retry for.
@@ -482,12 +483,8 @@ func testDuplicate(t *testing.T, tr broker.Transport) {
 
 // ServerURL returns the broker URL in the environment variable env, or
 // skips the test, saying to set it (example is a URL that works on a
-// development machine). CI sets every variable, so the tests run there.
+// development machine); under CI (CI set) it fails the test instead.
 func ServerURL(t testing.TB, env, example string) string {
 	t.Helper()
-	u := os.Getenv(env)
-	if u == "" {
-		t.Skipf("%s not set (e.g. %s): skipping tests that need that broker", env, example)
-	}
-	return u
+	return testenv.Require(t, env, "set it to that broker's URL, e.g. "+example)
 }
