@@ -120,6 +120,13 @@ http_answers() {
 	curl -s -o /dev/null --max-time 2 -w '%{http_code}' "http://$HOST:$PORT/" 2>/dev/null | grep -qv '^000$'
 }
 
+# already_running: true (saying so) when the emulator this script started runs.
+already_running() {
+	local pgid
+	pgid=$(running_pgid) || return 1
+	echo "$NAME.sh: already running (process group $pgid) on http://$HOST:$PORT"
+}
+
 check_port_free() {
 	port_in_use "$PORT" && die "port $HOST:$PORT is in use by another process (ss -ltnp | grep :$PORT)"
 	return 0

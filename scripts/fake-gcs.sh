@@ -43,10 +43,7 @@ gcs_answers() {
 
 cmd_start() {
 	[[ -x $BIN ]] || die "no $BIN: run '$0 build' first"
-	if pgid=$(running_pgid); then
-		echo "$NAME.sh: already running (process group $pgid) on http://$HOST:$PORT"
-		return
-	fi
+	already_running && return
 	check_port_free
 	launch "$BIN" -host "$HOST" -port "$PORT" -scheme http -backend memory \
 		-public-host "$HOST:$PORT" -external-url "http://$HOST:$PORT" -log-level warn

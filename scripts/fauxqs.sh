@@ -41,10 +41,7 @@ sqs_answers() {
 
 cmd_start() {
 	[[ -f $DIR/.installed && -x $NODE ]] || die "no fauxqs in $DIR: run '$0 build' first"
-	if pgid=$(running_pgid); then
-		echo "$NAME.sh: already running (process group $pgid) on http://$HOST:$PORT"
-		return
-	fi
+	already_running && return
 	check_port_free
 	FAUXQS_PORT=$PORT FAUXQS_LOGGER=false FAUXQS_DEFAULT_REGION=us-east-1 \
 		launch_isolated "$NODE" "$DIR/node_modules/fauxqs/dist/cli.js"
