@@ -130,6 +130,9 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 	defer spool.Close()
 	limit := &limitWriter{w: io.MultiWriter(spool, h), max: s.maxSize}
 	if _, err := limit.Write(head.Bytes()); err != nil {
+		if errors.Is(err, ErrUnavailable) { // the spool (a full disk)
+			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
+		}
 		return nil, s.tooLarge(tenant, err)
 	}
 	head = bytes.Buffer{}
@@ -139,6 +142,9 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w: %w", tenant, ErrUnavailable, ctx.Err())
+		}
+		if errors.Is(err, ErrUnavailable) { // the spool (a full disk)
+			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
 		}
 		return nil, fmt.Errorf("claimcheck: check in tenant=%s: read payload: %w", tenant, pathErrNoName(err))
 	}
@@ -234,7 +240,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		if err := file.Sync(); err != nil {
 			cancel()
 			_ = w.Close()
-			return fmt.Errorf("claimcheck: check in %s: fsync: %v: %w", t, pathErrNoName(err), ErrUnavailable)
+			return fileError("claimcheck: check in "+t.String()+": fsync", err)
 		}
 	}
 	if err := w.Close(); err != nil {
@@ -249,7 +255,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 	}
 	if file != nil && s.fileRoot != "" {
 		if err := s.syncDirs(filepath.Dir(file.Name())); err != nil {
-			return fmt.Errorf("claimcheck: check in %s: fsync directory: %v: %w", t, pathErrNoName(err), ErrUnavailable)
+			return fileError("claimcheck: check in "+t.String()+": fsync directory", err)
 		}
 	}
 	return nil
@@ -308,10 +314,20 @@ type spoolFile struct{ *os.File }
 func (s *Store) createSpool() (*spoolFile, error) {
 	f, err := os.CreateTemp(s.spoolDir, "claimcheck-spool-*")
 	if err != nil {
-		return nil, fmt.Errorf("claimcheck: create spool file in data directory: %v: %w", pathErrNoName(err), ErrUnavailable)
+		return nil, fileError("claimcheck: create spool file in data directory", err)
 	}
 	_ = os.Remove(f.Name())
 	return &spoolFile{f}, nil
+}
+
+// Write writes to the spool; a failure (a full disk) is ErrUnavailable,
+// its cause named, so that it is not taken for the payload reader's.
+func (f *spoolFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	if err != nil {
+		err = fileError("claimcheck: write spool file in data directory", err)
+	}
+	return n, err
 }
 
 // digester computes the payload's SHA-256 and, when keys are salted, the
@@ -419,7 +435,7 @@ func (s *Store) refresh(t *Ticket) error {
 	now := time.Now()
 	path := filepath.Join(s.fileRoot, filepath.FromSlash(t.Key))
 	if err := os.Chtimes(path, now, now); err != nil {
-		return fmt.Errorf("claimcheck: check in %s: refresh the reused object's age: %v: %w", t, pathErrNoName(err), ErrUnavailable)
+		return fileError("claimcheck: check in "+t.String()+": refresh the reused object's age", err)
 	}
 	_ = os.Chtimes(path+".attrs", now, now) // fileblob's sidecar, if any
 	return nil

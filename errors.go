@@ -2,10 +2,19 @@ package claimcheck
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
 
 	"gocloud.dev/gcerrors"
+
+	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // The error classes of claimcheck. Every error returned by this module wraps
@@ -50,6 +59,35 @@ var (
 	ErrUnavailable     = errors.New("unavailable")
 	ErrKeeper          = errors.New("keeper failed")
 	ErrConfig          = errors.New("invalid configuration")
+)
+
+// The causes of a failure, beside its class: why a store, keeper, database
+// or broker call failed, when the error chain tells. An error of this module
+// matches at most one of them with errors.Is, and its message says which,
+// naming the endpoint (host:port) for network failures, never an object key.
+// The standard library's own errors stay in the chain for errors.As and
+// errors.Is (syscall.ENOSPC, *net.OpError, *net.DNSError,
+// *tls.CertificateVerificationError, x509.UnknownAuthorityError, ...). A
+// cause does not change the class: all of them are transient
+// (ErrUnavailable, or ErrKeeper for a keeper), since an operator can fix
+// each while the job waits.
+//
+//   - ErrNoSpace: no space left on the device (ENOSPC) or the disk quota
+//     is exhausted (EDQUOT): a file:// store, the spool directory.
+//   - ErrConnRefused: the endpoint refused the connection (ECONNREFUSED):
+//     nothing listens there.
+//   - ErrDNS: the endpoint's host name does not resolve (*net.DNSError).
+//   - ErrTLS: the TLS handshake failed: an untrusted or mismatched
+//     certificate, a TLS alert, or TLS spoken to a plain-text port.
+//   - ErrTimeout: a connection could not be made within its connect
+//     timeout, or a connection made no progress within its stall timeout
+//     (see DefaultConnectTimeout and DefaultStallTimeout).
+var (
+	ErrNoSpace     = errors.New("no space left on device")
+	ErrConnRefused = errors.New("connection refused")
+	ErrDNS         = errors.New("DNS failure")
+	ErrTLS         = errors.New("TLS failure")
+	ErrTimeout     = errors.New("timed out")
 )
 
 // Reasons recorded on dead letters; see Reason.
@@ -171,17 +209,151 @@ func storeError(what string, err error, notFoundMissing bool) error {
 
 // classError carries a class for errors.Is and the driver's error for
 // errors.As, while its message omits the driver's text (which usually names
-// the full object key or path).
+// the full object key or path): it gives the cause (causeOf) instead. local
+// marks the error of a local file (the spool, a file:// store's fsync): its
+// message has no gcerrors code, and gives the system's error, without the
+// path, when no cause is known.
 type classError struct {
 	class error
 	msg   string
 	cause error
+	local bool
+}
+
+// fileError is a local file's failure (the spool, fsync) as ErrUnavailable,
+// its cause named (ErrNoSpace) and its path left out of the message.
+func fileError(what string, err error) error {
+	return &classError{class: ErrUnavailable, msg: what, cause: err, local: true}
 }
 
 func (e *classError) Error() string {
+	_, why := causeOf(e.cause)
+	if e.local {
+		if why == "" {
+			why = pathErrNoName(e.cause).Error()
+		}
+		return fmt.Sprintf("%s: %v: %s", e.msg, e.class, why)
+	}
 	code := gcerrors.Code(e.cause)
+	if why != "" {
+		return fmt.Sprintf("%s: %v: %s (code %v)", e.msg, e.class, why, code)
+	}
 	return fmt.Sprintf("%s: %v (code %v)", e.msg, e.class, code)
 }
 
-func (e *classError) Is(target error) bool { return target == e.class }
-func (e *classError) Unwrap() error        { return e.cause }
+func (e *classError) Is(target error) bool {
+	if target == e.class {
+		return true
+	}
+	c, _ := causeOf(e.cause)
+	return c != nil && target == c
+}
+
+func (e *classError) Unwrap() error { return e.cause }
+
+// CauseOf returns the cause of err (ErrNoSpace, ErrConnRefused, ErrDNS,
+// ErrTLS or ErrTimeout) and a phrase that describes it, naming the
+// endpoint (host:port) of a network failure and never a path or object
+// key; nil and "" when err's chain tells none.
+func CauseOf(err error) (cause error, description string) { return causeOf(err) }
+
+func causeOf(err error) (error, string) {
+	if err == nil {
+		return nil, ""
+	}
+	ep := endpointOf(err)
+	at := func(prep string) string { // " by host:port"
+		if ep == "" {
+			return ""
+		}
+		return " " + prep + " " + ep
+	}
+	var (
+		dns   *net.DNSError
+		stall *ctxio.StallError
+	)
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return ErrNoSpace, "no space left on device"
+	case errors.Is(err, syscall.EDQUOT):
+		return ErrNoSpace, "no space left on device (disk quota exceeded)"
+	case errors.As(err, &dns):
+		why := dns.Err
+		if dns.IsNotFound {
+			why = "no such host"
+		}
+		return ErrDNS, fmt.Sprintf("DNS failure: cannot resolve %s: %s", dns.Name, why)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ErrConnRefused, "connection refused" + at("by")
+	case errors.As(err, &stall):
+		return ErrTimeout, fmt.Sprintf("timed out: no progress on the connection to %s for %v (stalled %s)", stall.Addr, stall.After, stall.Op)
+	}
+	if why := tlsFailure(err); why != "" {
+		return ErrTLS, "TLS failure" + at("with") + ": " + why
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, context.DeadlineExceeded) {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return ErrTimeout, "timed out connecting" + at("to")
+		}
+		return ErrTimeout, "timed out" + at("waiting for")
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return nil, "connection reset" + at("by")
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return nil, "no route to host" + at("to")
+	case errors.Is(err, syscall.EROFS):
+		return nil, "read-only file system"
+	case errors.Is(err, io.ErrUnexpectedEOF) && ep != "":
+		return nil, "connection closed mid-response" + at("by")
+	}
+	return nil, ""
+}
+
+// tlsFailure describes a failed TLS handshake in err's chain, or is "".
+func tlsFailure(err error) string {
+	var (
+		verify   *tls.CertificateVerificationError
+		record   tls.RecordHeaderError
+		alert    tls.AlertError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the server answered in plain HTTP (use an http:// endpoint)"
+	case errors.As(err, &verify):
+		return verify.Err.Error()
+	case errors.As(err, &unknown):
+		return unknown.Error()
+	case errors.As(err, &hostname):
+		return hostname.Error()
+	case errors.As(err, &invalid):
+		return invalid.Error()
+	case errors.As(err, &record):
+		return record.Msg
+	case errors.As(err, &alert):
+		return alert.Error()
+	}
+	return ""
+}
+
+// endpointOf finds the remote endpoint (host:port) of a network failure in
+// err's chain: the address of a *net.OpError, or the host of a *url.Error
+// (whose URL, which names the object key, is not kept).
+func endpointOf(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Addr != nil {
+		return op.Addr.String()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			return u.Host
+		}
+	}
+	return ""
+}

@@ -16,6 +16,7 @@ import (
 	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,6 +27,8 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/s3blob" // s3:// URLs
 	"gocloud.dev/gcerrors"
+
+	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // S3 and S3-compatible stores (SeaweedFS, MinIO, Ceph, R2...):
@@ -72,6 +75,11 @@ import (
 //     per check-in is about (s3UploadConcurrency+2) parts whatever the size.
 //   - A failed or cancelled multipart upload is aborted with a fresh context
 //     (s3AbortTimeout), so it leaves no incomplete upload behind.
+//   - Every connection is bounded in time (bounds.go): connect_timeout=D
+//     (default DefaultConnectTimeout, 10 s) for each connection attempt and
+//     TLS handshake, and stall_timeout=D (default DefaultStallTimeout, 20 s)
+//     of no progress at all on an established connection, D a Go duration
+//     from 100ms to 1h; both are claimcheck's URL parameters.
 //
 // and, for buckets OpenStore opens (openBucket; not for a bucket given to
 // NewStore):
@@ -172,11 +180,15 @@ func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middl
 	if u.Host == "" {
 		return nil, errors.New("s3 store URL needs a bucket: s3://BUCKET?region=...")
 	}
-	q := u.Query()
+	v := *u
+	bounds, err := netBoundsFromURL(&v)
+	if err != nil {
+		return nil, err
+	}
+	q := v.Query()
 	if q.Get("response_checksum_validation") == "" {
 		q.Set("response_checksum_validation", "when_required")
 	}
-	v := *u
 	v.RawQuery = q.Encode()
 	var opener s3blob.URLOpener
 	b, err := opener.OpenBucketURL(ctx, &v)
@@ -200,6 +212,7 @@ func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middl
 		return nil, err
 	}
 	client := s3.New(o, func(o *s3.Options) {
+		o.HTTPClient = boundedHTTPClient(o.HTTPClient, bounds)
 		o.APIOptions = append(o.APIOptions, s3ErrorCodes)
 		if sse != nil {
 			o.APIOptions = append(o.APIOptions, sse.middleware)
@@ -211,6 +224,26 @@ func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middl
 		registerSSE(client, sse)
 	}
 	return s3blob.OpenBucket(ctx, client, u.Host, &opener.Options)
+}
+
+// boundedHTTPClient is c, an SDK HTTP client, with b's bounds on its
+// connections (bounds.go): the connect timeout on dialling and on the TLS
+// handshake, and the stall watchdog of ctxio.Dialer on every connection.
+// Idle pooled connections are closed before the watchdog would close them.
+// A client that is not the SDK's buildable one is replaced by one.
+func boundedHTTPClient(c aws.HTTPClient, b netBounds) aws.HTTPClient {
+	bc, ok := c.(*awshttp.BuildableClient)
+	if !ok || bc == nil {
+		bc = awshttp.NewBuildableClient()
+	}
+	d := ctxio.Dialer{Connect: b.connect, Stall: b.stall, KeepAlive: awshttp.DefaultDialKeepAliveTimeout}
+	return bc.WithTransportOptions(func(tr *http.Transport) {
+		tr.DialContext = d.DialContext
+		tr.TLSHandshakeTimeout = b.connect
+		if tr.IdleConnTimeout == 0 || tr.IdleConnTimeout > b.stall/2 {
+			tr.IdleConnTimeout = b.stall / 2
+		}
+	})
 }
 
 // s3AccessDeniedCodes are S3 error codes for credentials the store refuses.

@@ -1,4 +1,5 @@
-// Package ctxio stops long streams when their context ends.
+// Package ctxio bounds streams in time: readers that stop when their
+// context ends, and connections that fail when they make no progress.
 package ctxio
 
 import (

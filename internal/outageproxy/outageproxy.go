@@ -6,6 +6,8 @@
 // proxy close new ones as soon as it accepts them, as an outage would;
 // Restore lets them through again. Freeze drops what the server sends while
 // still forwarding what clients send, and HasSent checks what clients sent.
+// Silent is a listener with no server behind it: it accepts and never
+// answers.
 package outageproxy
 
 import (
@@ -167,4 +169,55 @@ func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
 			return
 		}
 	}
+}
+
+// Silent starts a listener on a free port of 127.0.0.1 that accepts TCP
+// connections and never answers (what a client sees of a network partition
+// or a hung server), and returns its host:port. What clients send is read
+// and dropped, so their writes succeed. It is closed, with its connections,
+// when t ends.
+func Silent(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 32<<10)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }
