@@ -44,7 +44,10 @@ import (
 //     cannot be reached (broker transports wrap it).
 //   - ErrKeeper: the keeper cannot wrap or unwrap a data key: the wrong
 //     key-encryption key (a different --keeper than the one that encrypted
-//     the payload), a disabled key, or a keeper that cannot be reached.
+//     the payload), a disabled key, a key the caller may not use (a KMS's
+//     AccessDeniedException), one pending deletion or missing, or a keeper
+//     that cannot be reached. The error carries the keeper's own message,
+//     which names the key where the KMS does.
 //
 // ErrConfig is returned at start-up for an invalid configuration; it is
 // never returned while a job is worked.

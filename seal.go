@@ -12,7 +12,6 @@ import (
 	"github.com/tink-crypto/tink-go/v2/keyset"
 	"github.com/tink-crypto/tink-go/v2/streamingaead"
 	"github.com/tink-crypto/tink-go/v2/tink"
-	"gocloud.dev/gcerrors"
 	"gocloud.dev/secrets"
 )
 
@@ -85,19 +84,22 @@ func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tin
 	return p, nil
 }
 
-// keeperError classifies a keeper failure: denied is ErrAccessDenied, any
-// other is ErrUnavailable. Both are transient configuration errors, never
-// "missing", and check-in never falls back to plaintext.
+// keeperError classifies a keeper failure as ErrKeeper ("keeper-failed"),
+// whatever the keeper said: a disabled key, a key the caller may not use
+// (AccessDeniedException, which gocloud reports as PermissionDenied), one
+// pending deletion or missing, or a keeper that cannot be reached. It is a
+// transient configuration error (retried while an operator fixes the key),
+// never "missing" or "corrupt", and check-in never falls back to plaintext.
+//
+// Unlike a store's, the keeper's own message is kept: it is about the
+// key-encryption key (a KMS names the key's id or ARN), never an object key
+// or payload bytes.
 func keeperError(what string, err error) error {
-	class := ErrKeeper
-	if gcerrors.Code(err) == gcerrors.PermissionDenied {
-		class = ErrAccessDenied
-	}
-	hint := " (can the keeper be reached, and is its key enabled?)"
+	hint := " (can the keeper be reached, and is its key enabled and usable by this caller?)"
 	if strings.HasPrefix(what, "unwrap") {
-		hint = " (is --keeper the keeper, and key, that encrypted this payload? can it be reached?)"
+		hint = " (is --keeper the keeper, and key, that encrypted this payload? is the key enabled and usable by this caller? can it be reached?)"
 	}
-	return &classError{class: class, msg: "claimcheck: keeper cannot " + what + hint, cause: err}
+	return &classError{class: ErrKeeper, msg: "claimcheck: keeper cannot " + what + hint + ": " + err.Error(), cause: err}
 }
 
 // keeperAEAD adapts a secrets.Keeper, which has no associated data, to

@@ -783,20 +783,22 @@ func TestSealKeeperClosed(t *testing.T) {
 // stubKMS is a local endpoint speaking enough of the AWS KMS JSON protocol
 // (Encrypt, Decrypt) for gocloud's real awskms driver and the AWS SDK. Its
 // "ciphertext" is the plaintext behind a marker: it stands in for KMS's
-// answers, not its cryptography. While disabled it answers as KMS does for
-// a disabled key (DisabledException, which awskms maps to PermissionDenied).
+// answers, not its cryptography. While refusal is set it answers every
+// request with that KMS exception: DisabledException for a disabled key,
+// AccessDeniedException for a key whose policy refuses the caller (which
+// local-kms, having no IAM, cannot answer: see keeper_kms_test.go).
 type stubKMS struct {
-	disabled atomic.Bool
-	calls    atomic.Int64
+	refusal atomic.Value // string: "" or the exception's name
+	calls   atomic.Int64
 }
 
 func (s *stubKMS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.calls.Add(1)
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	if s.disabled.Load() {
-		w.Header().Set("X-Amzn-ErrorType", "DisabledException")
+	if r, _ := s.refusal.Load().(string); r != "" {
+		w.Header().Set("X-Amzn-ErrorType", r)
 		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"__type":"DisabledException","message":"key is disabled"}`)
+		_, _ = fmt.Fprintf(w, `{"__type":%q,"message":"refused: arn:aws:kms:us-east-1:000000000000:key/stub"}`, r)
 		return
 	}
 	// Blob fields are base64 strings in requests; []byte encodes as such.
@@ -826,12 +828,19 @@ func (s *stubKMS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// TestSealKeeperDenied runs gocloud's awskms keeper against a KMS whose key
-// is disabled after the payloads were checked in: an operator's error to
-// fix while jobs wait. Claims and check-ins fail as access denied
-// (transient), never as corrupt or missing, and succeed again once the key
-// is enabled.
+// TestSealKeeperDenied runs gocloud's awskms keeper against a stub KMS whose
+// key is disabled, or refuses the caller, after the payloads were checked
+// in: an operator's error to fix while jobs wait. Claims and check-ins fail
+// as keeper-failed (transient), never as corrupt or missing, and succeed
+// again once the key is usable. TestKeeperLocalKMS does the same against a
+// real KMS emulator.
 func TestSealKeeperDenied(t *testing.T) {
+	for _, refusal := range []string{"DisabledException", "AccessDeniedException"} {
+		t.Run(refusal, func(t *testing.T) { testSealKeeperRefused(t, refusal) })
+	}
+}
+
+func testSealKeeperRefused(t *testing.T, refusal string) {
 	t.Parallel()
 	kms := &stubKMS{}
 	srv := httptest.NewServer(kms)
@@ -852,7 +861,7 @@ func TestSealKeeperDenied(t *testing.T) {
 	}
 	files := b.files(t)
 
-	kms.disabled.Store(true)
+	kms.refusal.Store(refusal)
 	for _, c := range []struct {
 		name string
 		tk   *claimcheck.Ticket
@@ -861,9 +870,9 @@ func TestSealKeeperDenied(t *testing.T) {
 			"Open": readAllOpen, "OpenStream": readAllStream,
 		} {
 			got, err := read(b.ctx, b.store, c.tk)
-			if len(got) != 0 || !errors.Is(err, claimcheck.ErrAccessDenied) || claimcheck.IsPermanent(err) ||
-				claimcheck.Reason(err) != claimcheck.ReasonAccessDenied {
-				t.Errorf("%s %s with the key disabled: %d bytes, %v (IsPermanent=%v Reason=%q); want transient access-denied",
+			if len(got) != 0 || !errors.Is(err, claimcheck.ErrKeeper) || claimcheck.IsPermanent(err) ||
+				claimcheck.Reason(err) != claimcheck.ReasonKeeper || !strings.Contains(err.Error(), "key/stub") {
+				t.Errorf("%s %s with the key refused: %d bytes, %v (IsPermanent=%v Reason=%q); want transient keeper-failed naming the key",
 					c.name, what, len(got), err, claimcheck.IsPermanent(err), claimcheck.Reason(err))
 			}
 		}
@@ -873,8 +882,8 @@ func TestSealKeeperDenied(t *testing.T) {
 		data []byte
 	}{{"offloaded", randomBytes(100_000, 7)}, {"inline", []byte("another " + payloadMarker)}} {
 		tk, err := b.store.CheckIn(b.ctx, "acme", bytes.NewReader(c.data), nil)
-		if tk != nil || !errors.Is(err, claimcheck.ErrAccessDenied) || claimcheck.IsPermanent(err) {
-			t.Errorf("%s check-in with the key disabled: %v, %v; want transient access-denied", c.name, tk, err)
+		if tk != nil || !errors.Is(err, claimcheck.ErrKeeper) || claimcheck.IsPermanent(err) {
+			t.Errorf("%s check-in with the key refused: %v, %v; want transient keeper-failed", c.name, tk, err)
 		}
 	}
 	if got := b.files(t); !slices.Equal(got, files) {
@@ -882,7 +891,7 @@ func TestSealKeeperDenied(t *testing.T) {
 	}
 	b.assertSpoolEmpty(t)
 
-	kms.disabled.Store(false)
+	kms.refusal.Store("")
 	for _, c := range []struct {
 		tk   *claimcheck.Ticket
 		want []byte

@@ -147,6 +147,8 @@ func classText(err error) string {
 	switch {
 	case errors.Is(err, claimcheck.ErrAccessDenied):
 		return "ACCESS DENIED — a configuration failure (credentials or permissions), not a missing object: " + errText(err)
+	case errors.Is(err, claimcheck.ErrKeeper):
+		return "KEEPER FAILED — a configuration failure (the key-encryption key is disabled, not usable by this caller, missing, or its keeper unreachable), not a corrupt or missing payload: " + errText(err)
 	case errors.Is(err, claimcheck.ErrUnavailable):
 		return "store unavailable: " + errText(err)
 	default:

@@ -28,9 +28,11 @@
 //     `lifecycle apply` and `doctor`'s lifecycle check read and write S3
 //     configurations only and say "not supported on this store" for gs://
 //     (fake-gcs-server does not keep lifecycle rules, so nothing here could
-//     test an implementation). Cloud Storage has no incomplete multipart
-//     uploads to abort: a resumable upload not finished is dropped by the
-//     service after a week.
+//     test an implementation). gcsblob uploads through resumable uploads,
+//     not XML API multipart uploads: a session left unfinished expires a
+//     week after it began (Cloud Storage's documentation on resumable
+//     uploads), and the policy's AbortIncompleteMultipartUpload rule covers
+//     multipart uploads other tools leave.
 //   - No server-side encryption parameters and no presigned URLs:
 //     Store.PresignedURL needs a service account's signing credentials
 //     (gcsblob's access_id and private_key_path), which the emulator lacks.
