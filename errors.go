@@ -254,6 +254,55 @@ func (e *classError) Is(target error) bool {
 
 func (e *classError) Unwrap() error { return e.cause }
 
+// causeError gives err, the failure of a call to a store, keeper, database
+// or broker, the class class and, when its chain tells one, a cause (see
+// ErrNoSpace), both for errors.Is; what says what failed. Unlike
+// classError its message keeps err's own text (which must then name no
+// object key): use it for errors of databases and brokers.
+func causeError(class error, what string, err error) error {
+	return &causedError{class: class, msg: what, err: err}
+}
+
+type causedError struct {
+	class error
+	msg   string
+	err   error
+}
+
+func (e *causedError) Error() string {
+	if _, why := causeOf(e.err); why != "" {
+		return fmt.Sprintf("%s: %v: %s: %v", e.msg, e.class, why, e.err)
+	}
+	return fmt.Sprintf("%s: %v: %v", e.msg, e.class, e.err)
+}
+
+func (e *causedError) Is(target error) bool {
+	if target == e.class {
+		return true
+	}
+	c, _ := causeOf(e.err)
+	return c != nil && target == c
+}
+
+func (e *causedError) Unwrap() error { return e.err }
+
+// Unavailable returns err, the failure of a call to a database, broker or
+// other service that claimcheck depends on, as an error of class
+// ErrUnavailable with its cause named (ErrConnRefused, ErrDNS, ErrTLS,
+// ErrTimeout, ErrNoSpace) in its message and for errors.Is; what says what
+// failed ("connect to PostgreSQL 127.0.0.1:5432"). err's own text is kept,
+// so it must name no object key. If err already wraps ErrUnavailable it
+// is returned wrapped in what only. Unavailable(what, nil) is nil.
+func Unavailable(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return causeError(ErrUnavailable, what, err)
+}
+
 // CauseOf returns the cause of err (ErrNoSpace, ErrConnRefused, ErrDNS,
 // ErrTLS or ErrTimeout) and a phrase that describes it, naming the
 // endpoint (host:port) of a network failure and never a path or object

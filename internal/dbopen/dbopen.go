@@ -17,6 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // Dialect is the kind of database a URL names.
@@ -68,11 +71,11 @@ func Parse(database string) (Target, error) {
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
 		database = strings.ToLower(scheme) + "://" + rest // pgx wants it lowercase
-		if _, err := pgx.ParseConfig(database); err != nil {
-			// pgx's message quotes the URL; say what is wrong without it.
-			return Target{}, fmt.Errorf("PostgreSQL URL %s does not parse", Redact(database))
+		t := Target{Dialect: Postgres, URL: database}
+		if _, _, err := t.pgConfig(); err != nil {
+			return Target{}, err
 		}
-		return Target{Dialect: Postgres, URL: database}, nil
+		return t, nil
 	case "sqlite":
 	default:
 		return Target{}, fmt.Errorf("database scheme %q is not supported (use sqlite:///path/to/file.db or postgres://user@host:5432/dbname)", scheme)
@@ -166,10 +169,62 @@ func openSQLite(ctx context.Context, path string, cacheKiB int) (*sql.DB, error)
 	return db, nil
 }
 
-func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
-	cfg, err := pgx.ParseConfig(t.URL)
+// Bounds on PostgreSQL connections, so that a partitioned or silent server
+// fails a call (claimcheck.ErrUnavailable, cause claimcheck.ErrTimeout,
+// naming host:port) instead of blocking it: each TCP connection attempt
+// within the URL's connect_timeout (pgx's and libpq's parameter, in
+// seconds; default claimcheck.DefaultConnectTimeout, 10 s), and no
+// connection silent for longer than its stall_timeout (claimcheck's
+// parameter, a Go duration from 100ms to 1h; default
+// claimcheck.DefaultStallTimeout, 20 s) while the start-up or a statement
+// waits for its answer (ctxio.Dialer). claimcheck's statements are short,
+// and River's database/sql driver does not LISTEN, so a connection silent
+// that long has lost its server.
+const (
+	DefaultConnectTimeout = claimcheck.DefaultConnectTimeout
+	DefaultStallTimeout   = claimcheck.DefaultStallTimeout
+)
+
+// pgConfig parses t's URL into pgx's configuration, with the bounds
+// above, and returns the stall timeout.
+func (t Target) pgConfig() (*pgx.ConnConfig, time.Duration, error) {
+	stall := DefaultStallTimeout
+	u, err := url.Parse(t.URL)
 	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL URL %s does not parse", t)
+		return nil, 0, fmt.Errorf("PostgreSQL URL %s does not parse", Redact(t.URL))
+	}
+	q := u.Query()
+	if v := q.Get("stall_timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond || d > time.Hour {
+			return nil, 0, fmt.Errorf("PostgreSQL URL %s: stall_timeout=%q: use a duration from 100ms to 1h, such as 20s", Redact(t.URL), v)
+		}
+		stall = d
+		q.Del("stall_timeout") // pgx would send it to the server as a setting
+		u.RawQuery = q.Encode()
+	}
+	cfg, err := pgx.ParseConfig(u.String())
+	if err != nil {
+		// pgx's message quotes the URL; say what is wrong without it.
+		return nil, 0, fmt.Errorf("PostgreSQL URL %s does not parse", Redact(t.URL))
+	}
+	connect := cfg.ConnectTimeout
+	if connect == 0 {
+		connect = DefaultConnectTimeout
+	}
+	// The dialer bounds the TCP connection and the stall watchdog the rest
+	// of the start-up, so that each failure names its cause and endpoint
+	// (pgx's own connect timeout would end it as a bare context deadline).
+	cfg.ConnectTimeout = 0
+	d := ctxio.Dialer{Connect: connect, Stall: stall, KeepAlive: 30 * time.Second}
+	cfg.DialFunc = d.DialContext
+	return cfg, stall, nil
+}
+
+func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
+	cfg, _, err := t.pgConfig()
+	if err != nil {
+		return nil, err
 	}
 	db := stdlib.OpenDB(*cfg)
 	n := opts.MaxConns
@@ -181,7 +236,7 @@ func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", t, err)
+		return nil, claimcheck.Unavailable("connect to PostgreSQL "+t.String(), err)
 	}
 	return db, nil
 }
