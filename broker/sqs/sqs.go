@@ -22,10 +22,12 @@
 //     SQS, so the producer's id stays an attribute). SQS allows at most 10
 //     per message and no empty values; Publish refuses such messages before
 //     sending anything.
-//   - Receive long-polls (Options.WaitTime, default 20 s, SQS's maximum)
-//     with MessageAttributeNames ["All"] and MessageSystemAttributeNames
-//     ["ApproximateReceiveCount"], which becomes Delivery.Attempt. ID is the
-//     SQS MessageId, stable across retries.
+//   - Receive long-polls (Options.WaitTime, default 20 s, SQS's maximum,
+//     never past the context's deadline) with MessageAttributeNames ["All"]
+//     and MessageSystemAttributeNames ["ApproximateReceiveCount"], which
+//     becomes Delivery.Attempt. ID is the SQS MessageId, stable across
+//     retries. A Receive cancelled mid-poll gives back, at once, any message
+//     SQS hands its abandoned long poll (poll).
 //   - The Delivery's Handle holds the receipt handle of that receive,
 //     passed back to SQS unchanged, and the queue it came from.
 //   - Ack = DeleteMessage.
@@ -87,6 +89,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -140,9 +143,10 @@ type Options struct {
 
 // Transport is a broker.Transport over one SQS queue.
 type Transport struct {
-	opts Options
-	c    *sqs.Client
-	fifo bool // both queues are FIFO queues
+	opts      Options
+	c         *sqs.Client
+	fifo      bool           // both queues are FIFO queues
+	releasing sync.WaitGroup // abandoned polls giving back what they took (poll)
 }
 
 // IsFIFO reports whether queueURL names a FIFO queue: SQS requires FIFO
@@ -397,7 +401,20 @@ func (t *Transport) receive(ctx context.Context, queue string, n int) ([]*broker
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		out, err := t.c.ReceiveMessage(ctx, in)
+		req := *in
+		short := false
+		if dl, ok := ctx.Deadline(); ok {
+			// A long poll outliving its caller can take a message nobody
+			// reads (see poll): wait no longer than the caller will, and
+			// with under a second left (WaitTimeSeconds counts whole
+			// seconds), poll once without waiting and then wait out the rest.
+			left := int32(time.Until(dl) / time.Second)
+			if left < req.WaitTimeSeconds {
+				req.WaitTimeSeconds = left
+			}
+			short = left < 1
+		}
+		out, err := t.poll(ctx, &req)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
@@ -405,6 +422,9 @@ func (t *Transport) receive(ctx context.Context, queue string, n int) ([]*broker
 			return nil, fmt.Errorf("sqs: ReceiveMessage: %w", err)
 		}
 		if len(out.Messages) == 0 {
+			if short {
+				<-ctx.Done()
+			}
 			continue
 		}
 		ds := make([]*broker.Delivery, 0, len(out.Messages))
@@ -413,6 +433,57 @@ func (t *Transport) receive(ctx context.Context, queue string, n int) ([]*broker
 		}
 		return ds, nil
 	}
+}
+
+// receiveGrace bounds a ReceiveMessage past its long-poll wait: the time
+// for the request and its answer to cross the network.
+const receiveGrace = 15 * time.Second
+
+type pollResult struct {
+	out *sqs.ReceiveMessageOutput
+	err error
+}
+
+// poll sends one ReceiveMessage so that a caller giving up loses nothing.
+// SQS goes on with a long poll whose client has gone: what it receives then
+// is hidden for its visibility timeout, counted as a receive, and delivered
+// to nobody (AWS's advice is to make the visibility timeout longer than the
+// SDK's read timeout for that reason: SQS Developer Guide, "Configuring
+// visibility timeouts in Amazon SQS"; fauxqs does the same). So the request
+// runs on a context the caller's cancellation does not end (bounded by its
+// wait plus receiveGrace), and when the caller gives up first, the messages
+// it still brings are made visible again at once (ChangeMessageVisibility
+// 0) in the background; Close waits for that. Their ApproximateReceiveCount,
+// and so their next Attempt, has gone up by one all the same.
+func (t *Transport) poll(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(in.WaitTimeSeconds)*time.Second+receiveGrace)
+	done := make(chan pollResult, 1)
+	go func() {
+		defer cancel()
+		out, err := t.c.ReceiveMessage(pctx, in)
+		done <- pollResult{out, err}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-ctx.Done():
+	}
+	t.releasing.Add(1)
+	go func() {
+		defer t.releasing.Done()
+		r := <-done
+		if r.err != nil || r.out == nil {
+			return
+		}
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), receiveGrace)
+		defer rcancel()
+		for _, m := range r.out.Messages {
+			_, _ = t.c.ChangeMessageVisibility(rctx, &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: in.QueueUrl, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
+			})
+		}
+	}()
+	return nil, ctx.Err()
 }
 
 func toDelivery(queue string, m types.Message) *broker.Delivery {
@@ -519,10 +590,14 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 	return t.Ack(ctx, d)
 }
 
-// Close implements broker.Transport. The SDK client holds nothing to
-// release; unsettled deliveries become visible again after their
-// visibility timeout.
-func (t *Transport) Close() error { return nil }
+// Close implements broker.Transport. It waits for the messages of
+// abandoned long polls to be made visible again (poll; at most
+// Options.WaitTime plus 30 s). The SDK client holds nothing to release;
+// unsettled deliveries become visible again after their visibility timeout.
+func (t *Transport) Close() error {
+	t.releasing.Wait()
+	return nil
+}
 
 // RedrivePolicy returns the JSON of a RedrivePolicy queue attribute sending
 // messages received more than maxReceiveCount times to the queue with ARN

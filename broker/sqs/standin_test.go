@@ -20,7 +20,8 @@ package sqsq
 //     empty values, names not starting with AWS. or Amazon.;
 //   - visibility timeout 0..43,200 s (queue default 30 s), DelaySeconds
 //     0..900, MaxNumberOfMessages 1..10, WaitTimeSeconds 0..20 (long
-//     polling until a message is visible or the wait ends);
+//     polling until a message is visible or the wait ends, whether or not
+//     the client is still there, as on SQS and fauxqs);
 //   - ApproximateReceiveCount incremented on every receive, and a new
 //     ReceiptHandle on every receive; only the latest handle of an
 //     in-flight message is accepted by ChangeMessageVisibility, and
@@ -543,10 +544,10 @@ func (s *standInSQS) receiveMessage(r *http.Request, in map[string]json.RawMessa
 			wakeAt = next
 		}
 		timer := time.NewTimer(time.Until(wakeAt))
+		// As SQS does, the poll goes on when its client has gone: a
+		// message it takes then stays hidden for its visibility timeout
+		// (TestCancelledReceiveGivesBack).
 		select {
-		case <-r.Context().Done():
-			timer.Stop()
-			return map[string]any{"Messages": []msg{}}, nil
 		case <-notify:
 		case <-timer.C:
 		}
