@@ -36,6 +36,12 @@ const (
 	// stream's duplicate window), and an Inbox uses it to suppress a second
 	// processing of a message published or delivered twice.
 	AttrID = "claimcheck-id"
+	// AttrIdempotencyKey identifies the work a message asks for, the same
+	// on every publish of one outbox entry, replays included (the relay
+	// sets it; a replay carries a new AttrID, so that no broker's duplicate
+	// window drops it). An Inbox records outcomes by it, falling back to
+	// AttrID for messages without one.
+	AttrIdempotencyKey = "claimcheck-idempotency-key"
 	// AttrJob is the outbox entry (River job id, decimal) a relayed message
 	// came from: the registry row that DeleteOnAck releases.
 	AttrJob = "claimcheck-job"
@@ -98,6 +104,27 @@ type Transport interface {
 	// Close releases the transport's connections. Unsettled deliveries are
 	// redelivered later by the broker.
 	Close() error
+}
+
+// QueueNamer is implemented by transports that can name the queue they
+// receive from. Consume records each outcome in the Inbox per message and
+// consuming queue, so a message the broker itself copies to several queues
+// (a RabbitMQ fanout exchange, an SNS topic feeding several SQS queues)
+// runs its handler once in each. A transport that does not implement it
+// receives from the queue "".
+type QueueNamer interface {
+	// QueueName names the queue, unique on its broker and prefixed with
+	// the transport's scheme ("amqp:jobs", "nats:STREAM/CONSUMER",
+	// "sqs:https://…/jobs"). It never contains a password.
+	QueueName() string
+}
+
+// QueueName is tr's QueueNamer name, or "" if it has none.
+func QueueName(tr Transport) string {
+	if n, ok := tr.(QueueNamer); ok {
+		return n.QueueName()
+	}
+	return ""
 }
 
 // DeadLetterReader is implemented by transports that can read their own

@@ -21,9 +21,13 @@ const (
 
 // Outcome is what Consume did with one delivery, passed to OnDone.
 type Outcome struct {
-	// ID is the message's identifier: its AttrID attribute, or the
-	// transport's id when it has none. The Inbox is keyed by it.
+	// ID is the message's idempotency key: its AttrIdempotencyKey
+	// attribute, else its AttrID attribute, else the transport's id. The
+	// Inbox is keyed by it and Queue.
 	ID string
+	// Queue is the queue the delivery came from (QueueName of the
+	// transport), "" if the transport does not name it.
+	Queue string
 	// Job is the outbox entry the message was relayed from (its AttrJob
 	// attribute), 0 if it has none.
 	Job     int64
@@ -62,12 +66,17 @@ type Outcome struct {
 // broker redelivering after a lost ack) runs its handler once: the
 // idempotent receiver. pipeline.Pipeline implements it on the job
 // database.
+//
+// Outcomes are recorded per message (Outcome.ID) and consuming queue
+// (Outcome.Queue): a message the broker copies to several queues is
+// processed once in each.
 type Inbox interface {
-	// Processed reports whether the message id has been recorded with
-	// Action Acked.
-	Processed(ctx context.Context, id string) (bool, error)
-	// Record records o, the outcome of one attempt at message o.ID, before
-	// the delivery is settled. Recording Acked makes Processed true.
+	// Processed reports whether message id has been recorded with Action
+	// Acked for queue.
+	Processed(ctx context.Context, queue, id string) (bool, error)
+	// Record records o, the outcome of one attempt at message o.ID from
+	// queue o.Queue, before the delivery is settled. Recording Acked makes
+	// Processed true for that message and queue.
 	Record(ctx context.Context, o Outcome) error
 }
 
@@ -104,7 +113,8 @@ type ConsumeOptions struct {
 	// extend.
 	Lease time.Duration
 	// Inbox, if set, suppresses a second processing of a message already
-	// processed (same AttrID) and records every outcome.
+	// processed from the same queue (same idempotency key, MessageKey)
+	// and records every outcome.
 	Inbox Inbox
 	// DeleteOnAck, if set, deletes a payload's object after its message is
 	// acknowledged and every other reference to it (other subscribers'
@@ -214,6 +224,7 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 			}
 		}()
 	}
+	queue := QueueName(tr)
 	failures := 0
 	for {
 		ds, err := tr.Receive(rctx, opts.Batch)
@@ -240,7 +251,7 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 				// the broker redelivers them to a running consumer.
 				return nil
 			}
-			o := consumeOne(ctx, tr, store, opts, d, report)
+			o := consumeOne(ctx, tr, queue, store, opts, d, report)
 			if opts.OnDone != nil && o != nil {
 				opts.OnDone(d, *o)
 			}
@@ -250,14 +261,11 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 
 // consumeOne works and settles one delivery; nil if it could not be
 // settled (reported; the broker redelivers it).
-func consumeOne(ctx context.Context, tr Transport, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, report func(error)) *Outcome {
+func consumeOne(ctx context.Context, tr Transport, queue string, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, report func(error)) *Outcome {
 	// Settle even if ctx was cancelled while the handler ran: the outcome
 	// is known and should not be lost.
 	sctx := context.WithoutCancel(ctx)
-	o := Outcome{ID: d.Attributes[AttrID], Attempt: d.Attempt}
-	if o.ID == "" {
-		o.ID = d.ID
-	}
+	o := Outcome{ID: MessageKey(d), Queue: queue, Attempt: d.Attempt}
 	o.Job, _ = strconv.ParseInt(d.Attributes[AttrJob], 10, 64)
 	o.MaxAttempts = opts.MaxAttempts
 	if n, err := strconv.Atoi(d.Attributes[AttrMaxAttempts]); err == nil && n > 0 {
@@ -265,7 +273,7 @@ func consumeOne(ctx context.Context, tr Transport, store *claimcheck.Store, opts
 	}
 	done := false
 	if opts.Inbox != nil && o.ID != "" {
-		seen, err := opts.Inbox.Processed(ctx, o.ID)
+		seen, err := opts.Inbox.Processed(ctx, o.Queue, o.ID)
 		switch {
 		case err != nil:
 			o = opts.fail(o, fmt.Errorf("broker: inbox: %w", err), false)
@@ -309,6 +317,18 @@ func consumeOne(ctx context.Context, tr Transport, store *claimcheck.Store, opts
 		o.Deleted = deleted
 	}
 	return &o
+}
+
+// MessageKey is the idempotency key of d, by which an Inbox records it:
+// its AttrIdempotencyKey attribute, else its AttrID attribute, else the
+// transport's id.
+func MessageKey(d *Delivery) string {
+	for _, k := range []string{d.Attributes[AttrIdempotencyKey], d.Attributes[AttrID]} {
+		if k != "" {
+			return k
+		}
+	}
+	return d.ID
 }
 
 // keepLease extends d's lease every lease/3 until the returned stop is

@@ -181,7 +181,7 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 // listBrokerDead calls fn for each sent outbox entry whose consumer
 // dead-lettered its message (a broker dead letter), oldest first.
 func (p *Pipeline) listBrokerDead(ctx context.Context, kind string, fn func(*JobInfo) error) error {
-	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT job_id FROM claimcheck_inbox WHERE action = 'dead-lettered' AND job_id > 0 ORDER BY job_id`)
+	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT job_id FROM claimcheck_consumed WHERE action = 'dead-lettered' AND job_id > 0 ORDER BY job_id`)
 	if err != nil {
 		return fmt.Errorf("pipeline: list broker dead letters: %w", err)
 	}
@@ -259,8 +259,10 @@ func (p *Pipeline) overlayInbox(ctx context.Context, j *JobInfo) error {
 	var action, reason, errText string
 	var attempt int
 	var result sql.NullString
-	err := p.db.QueryRowContext(ctx, `SELECT action, attempt, reason, error, result FROM claimcheck_inbox
-		WHERE job_id = $1 ORDER BY updated_at DESC LIMIT 1`, j.ID).Scan(&action, &attempt, &reason, &errText, &result)
+	// With several consuming queues (broker fan-out), a dead letter in
+	// any of them shows, then a retry, then the latest acknowledgement.
+	err := p.db.QueryRowContext(ctx, `SELECT action, attempt, reason, error, result FROM claimcheck_consumed
+		WHERE job_id = $1 ORDER BY CASE action WHEN 'dead-lettered' THEN 0 WHEN 'acked' THEN 2 ELSE 1 END, updated_at DESC LIMIT 1`, j.ID).Scan(&action, &attempt, &reason, &errText, &result)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		j.State = StateSent

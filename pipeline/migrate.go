@@ -62,6 +62,8 @@ type registryStep struct {
 	index  string // …or this index
 	sqlite string
 	pg     string
+	// then, if set, runs after the object is created (portable DML).
+	then string
 }
 
 // registrySchema is the claims registry: one row per object a job refers
@@ -134,6 +136,50 @@ var registrySchema = []registryStep{
 		result     TEXT,
 		updated_at TIMESTAMPTZ NOT NULL
 	)`,
+	},
+	{
+		// The inbox per message and consuming queue, which replaces
+		// claimcheck_inbox (kept, no longer written): a message the broker
+		// copies to several queues is processed once in each. Existing rows
+		// move over with the queue "" (transports that name no queue).
+		name:  "create table claimcheck_consumed",
+		table: "claimcheck_consumed",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_consumed (
+		message_id TEXT    NOT NULL,
+		queue      TEXT    NOT NULL,
+		job_id     BIGINT  NOT NULL,
+		kind       TEXT    NOT NULL,
+		tenant     TEXT    NOT NULL,
+		action     TEXT    NOT NULL,
+		attempt    INTEGER NOT NULL,
+		reason     TEXT    NOT NULL,
+		error      TEXT    NOT NULL,
+		result     TEXT,
+		updated_at TIMESTAMP NOT NULL,
+		PRIMARY KEY (message_id, queue)
+	)`,
+		pg: `CREATE TABLE IF NOT EXISTS claimcheck_consumed (
+		message_id TEXT    NOT NULL,
+		queue      TEXT    NOT NULL,
+		job_id     BIGINT  NOT NULL,
+		kind       TEXT    NOT NULL,
+		tenant     TEXT    NOT NULL,
+		action     TEXT    NOT NULL,
+		attempt    INTEGER NOT NULL,
+		reason     TEXT    NOT NULL,
+		error      TEXT    NOT NULL,
+		result     TEXT,
+		updated_at TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (message_id, queue)
+	)`,
+		then: `INSERT INTO claimcheck_consumed (message_id, queue, job_id, kind, tenant, action, attempt, reason, error, result, updated_at)
+		SELECT message_id, '', job_id, kind, tenant, action, attempt, reason, error, result, updated_at FROM claimcheck_inbox`,
+	},
+	{
+		name:   "create index claimcheck_consumed_job_id",
+		index:  "claimcheck_consumed_job_id",
+		sqlite: `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
+		pg:     `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
 	},
 }
 
@@ -274,6 +320,11 @@ func (d *jobDB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, 
 		start := time.Now()
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("pipeline: migrate claims registry (%s): %w", step.name, err)
+		}
+		if step.then != "" {
+			if _, err := db.ExecContext(ctx, step.then); err != nil {
+				return fmt.Errorf("pipeline: migrate claims registry (%s): %w", step.name, err)
+			}
 		}
 		res.Applied = append(res.Applied, MigrationApplied{Component: ComponentRegistry, Version: i + 1, Name: step.name, Duration: time.Since(start)})
 	}

@@ -94,13 +94,17 @@ type RelayOptions struct {
 // entry in the outbox, retried after a pause (see MaxRetryDelay) as long as
 // it takes: an outage delays entries and loses none. A publish whose
 // confirmation was lost may reach the broker twice; every publish of an
-// entry carries the same broker.AttrID, which JetStream's duplicate window
-// and a consumer's broker.Inbox use to process it once. A message the
+// entry carries the same broker.AttrIdempotencyKey (MessageID), which a
+// consumer's broker.Inbox uses to process it once per queue, and every
+// publish of one attempt the same broker.AttrID (PublishID), which
+// JetStream's duplicate window uses to store it once; a replay has an
+// AttrID of its own, so that window never drops it. A message the
 // transport refuses for good (too large for it, broker.ErrMessageTooLarge,
 // or ErrConfig) dead-letters its entry with the reason.
 //
 // Each message carries the ticket as its body and the attributes
-// broker.AttrKind, AttrTenant, AttrID, AttrJob (the entry's job id) and
+// broker.AttrKind, AttrTenant, AttrID, AttrIdempotencyKey, AttrJob (the
+// entry's job id) and
 // AttrMaxAttempts (the entry's, so the consumer applies the producer's
 // limit).
 //
@@ -158,7 +162,9 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	if err != nil {
 		return deadLetter(err)
 	}
-	m.Attributes[broker.AttrID] = MessageID(job.ID, enc)
+	key := MessageID(job.ID, enc)
+	m.Attributes[broker.AttrIdempotencyKey] = key
+	m.Attributes[broker.AttrID] = PublishID(key, job.Attempt)
 	m.Attributes[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
 	m.Attributes[broker.AttrMaxAttempts] = strconv.Itoa(job.MaxAttempts)
 	if err := w.opts.Transport.Publish(ctx, []broker.Message{m}); err != nil {
@@ -188,11 +194,11 @@ type relaySnooze struct {
 func (e *relaySnooze) Error() string   { return "publish failed, retrying: " + e.err.Error() }
 func (e *relaySnooze) Unwrap() []error { return []error{e.snooze, e.err} }
 
-// MessageID is the broker.AttrID of an outbox entry: the same for every
-// publish of the entry, different for every entry (it digests the job id
-// with the encoded ticket, whose creation time and digest differ even where
-// a SQLite job id is reused after a rollback). 32 lowercase hex characters
-// after "cc-".
+// MessageID is the broker.AttrIdempotencyKey of an outbox entry: the same
+// for every publish of the entry, replays included, different for every
+// entry (it digests the job id with the encoded ticket, whose creation time
+// and digest differ even where a SQLite job id is reused after a rollback).
+// 32 lowercase hex characters after "cc-".
 func MessageID(jobID int64, ticket []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%d\n", jobID)
@@ -200,17 +206,35 @@ func MessageID(jobID int64, ticket []byte) string {
 	return "cc-" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
+// PublishID is the broker.AttrID of the relay's publish of the entry whose
+// MessageID is key, on the entry's River attempt attempt: key itself on
+// the first attempt, key + "-" + attempt after it. Every retry of one
+// attempt after a failed publish is a snooze, which River does not count,
+// so it sends the same id again and the broker's duplicate detection
+// (JetStream's duplicate window, SQS FIFO deduplication) stores it once. A
+// replay (Replay) is a new attempt and so gets an id of its own: a broker
+// that remembers the first publish cannot drop it. Consumers recognise the
+// entry across replays by the idempotency key.
+func PublishID(key string, attempt int) string {
+	if attempt <= 1 {
+		return key
+	}
+	return key + "-" + strconv.Itoa(attempt)
+}
+
 // Inbox is the idempotent receiver of broker consumers (broker.Inbox) on
-// this pipeline's database: one row per message id in claimcheck_inbox with
-// the latest outcome, and a claims-registry row for each result.
+// this pipeline's database: one row per message (idempotency key) and
+// consuming queue in claimcheck_consumed with the latest outcome, and a
+// claims-registry row for each result.
 func (p *Pipeline) Inbox() broker.Inbox { return inbox{p} }
 
 type inbox struct{ p *Pipeline }
 
 // Processed implements broker.Inbox.
-func (in inbox) Processed(ctx context.Context, id string) (bool, error) {
+func (in inbox) Processed(ctx context.Context, queue, id string) (bool, error) {
 	var n int
-	err := in.p.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM claimcheck_inbox WHERE message_id = $1 AND action = $2`, id, string(broker.Acked)).Scan(&n)
+	err := in.p.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM claimcheck_consumed WHERE message_id = $1 AND queue = $2 AND action = $3`,
+		id, queue, string(broker.Acked)).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("pipeline: inbox lookup: %w", err)
 	}
@@ -235,13 +259,13 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 		errText = o.Err.Error()
 	}
 	return in.p.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO claimcheck_inbox (message_id, job_id, kind, tenant, action, attempt, reason, error, result, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-			ON CONFLICT (message_id) DO UPDATE SET job_id = excluded.job_id, kind = excluded.kind, tenant = excluded.tenant,
+		_, err := tx.ExecContext(ctx, `INSERT INTO claimcheck_consumed (message_id, queue, job_id, kind, tenant, action, attempt, reason, error, result, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (message_id, queue) DO UPDATE SET job_id = excluded.job_id, kind = excluded.kind, tenant = excluded.tenant,
 				action = excluded.action, attempt = excluded.attempt, reason = excluded.reason, error = excluded.error,
 				result = excluded.result, updated_at = excluded.updated_at
-			WHERE claimcheck_inbox.action <> 'acked'`,
-			o.ID, o.Job, o.Kind, o.Tenant, string(o.Action), o.Attempt, o.Reason, errText, result, time.Now().UTC())
+			WHERE claimcheck_consumed.action <> 'acked'`,
+			o.ID, o.Queue, o.Job, o.Kind, o.Tenant, string(o.Action), o.Attempt, o.Reason, errText, result, time.Now().UTC())
 		if err != nil {
 			return fmt.Errorf("pipeline: inbox record: %w", err)
 		}

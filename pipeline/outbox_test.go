@@ -236,8 +236,8 @@ func TestOutboxFanOutRelayConsume(t *testing.T) {
 			}
 			return true
 		})
-		entries := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_inbox`)
-		withResult := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_inbox WHERE action = 'acked' AND result IS NOT NULL AND job_id > 0`)
+		entries := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_consumed`)
+		withResult := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_consumed WHERE action = 'acked' AND result IS NOT NULL AND job_id > 0`)
 		if entries != 2*n || withResult != 2*n {
 			t.Fatalf("inbox: %d entries, %d acked with a result and a job, want %d", entries, withResult, 2*n)
 		}

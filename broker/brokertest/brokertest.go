@@ -35,6 +35,7 @@ func RunConformance(t *testing.T, newTransport func(t *testing.T) broker.Transpo
 	t.Run("DeadLetterWithReason", func(t *testing.T) { testDeadLetter(t, newTransport(t)) })
 	t.Run("ConsumeEndToEnd", func(t *testing.T) { testConsume(t, newTransport(t)) })
 	t.Run("DuplicateProcessedOnce", func(t *testing.T) { testDuplicate(t, newTransport(t)) })
+	t.Run("ReplayDeliveredOnce", func(t *testing.T) { testReplay(t, newTransport(t)) })
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -389,17 +390,17 @@ type memInbox struct {
 	done map[string]bool
 }
 
-func (m *memInbox) Processed(_ context.Context, id string) (bool, error) {
+func (m *memInbox) Processed(_ context.Context, queue, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.done[id], nil
+	return m.done[queue+"\n"+id], nil
 }
 
 func (m *memInbox) Record(_ context.Context, o broker.Outcome) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o.Action == broker.Acked {
-		m.done[o.ID] = true
+		m.done[o.Queue+"\n"+o.ID] = true
 	}
 	return nil
 }
@@ -477,6 +478,122 @@ func testDuplicate(t *testing.T, tr broker.Transport) {
 	defer mu.Unlock()
 	if runs != 1 || settled < 1 || settled > 2 || dups != settled-1 {
 		t.Fatalf("handler ran %d times over %d deliveries (%d suppressed as duplicates); want once", runs, settled, dups)
+	}
+	expectNone(t, tr.Receive, 300*time.Millisecond)
+}
+
+// testReplay dead-letters a message, then publishes its replay the way the
+// relay does (a new broker.AttrID, the same broker.AttrIdempotencyKey) at
+// once, well inside any duplicate window (JetStream's, SQS FIFO's): the
+// replay is delivered and its handler runs once; the original published
+// again after that is dropped by the broker or acked by the Inbox as a
+// duplicate, without running the handler.
+func testReplay(t *testing.T, tr broker.Transport) {
+	ctx := ctxFor(t, 60*time.Second)
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("replayed"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "cc-replay0123456789abcdef01234567"
+	msg := func(id string) broker.Message {
+		m, err := broker.NewMessage("replay", tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Attributes[broker.AttrID] = id
+		m.Attributes[broker.AttrIdempotencyKey] = key
+		return m
+	}
+	inbox := &memInbox{done: map[string]bool{}}
+	var mu sync.Mutex
+	var runs int
+	var outcomes []broker.Outcome
+	handlers := map[string]claimcheck.Handler{"replay": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		runs++
+		if runs == 1 {
+			return nil, claimcheck.Permanent(errors.New("bad the first time"))
+		}
+		return nil, nil
+	})}
+	// consume works until n outcomes are in (at most within), then for
+	// quiet more.
+	consume := func(n int, within, quiet time.Duration) {
+		t.Helper()
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+				Inbox: inbox, Handlers: handlers,
+				OnDone: func(_ *broker.Delivery, o broker.Outcome) {
+					mu.Lock()
+					outcomes = append(outcomes, o)
+					mu.Unlock()
+				},
+			})
+		}()
+		deadline := time.Now().Add(within)
+		for {
+			mu.Lock()
+			got := len(outcomes)
+			mu.Unlock()
+			if got >= n || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(quiet)
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Publish(ctx, []broker.Message{msg(key)}); err != nil {
+		t.Fatal(err)
+	}
+	consume(1, 20*time.Second, 0)
+	if err := tr.Publish(ctx, []broker.Message{msg(key + "-2")}); err != nil {
+		t.Fatal(err)
+	}
+	consume(2, 20*time.Second, 0)
+	if err := tr.Publish(ctx, []broker.Message{msg(key)}); err != nil {
+		t.Fatal(err)
+	}
+	// JetStream drops it (its duplicate window); the others deliver it.
+	consume(3, 3*time.Second, 500*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(outcomes) < 2 || outcomes[0].Action != broker.DeadLettered || outcomes[1].Action != broker.Acked || outcomes[1].Duplicate {
+		t.Fatalf("outcomes %+v: want dead-lettered, then the replay acked", outcomes)
+	}
+	for _, o := range outcomes {
+		if o.ID != key {
+			t.Errorf("outcome id %q, want the idempotency key %q", o.ID, key)
+		}
+	}
+	for _, o := range outcomes[2:] {
+		if o.Action != broker.Acked || !o.Duplicate {
+			t.Errorf("the original published again: %s (duplicate %t), want acked as a duplicate", o.Action, o.Duplicate)
+		}
+	}
+	if runs != 2 {
+		t.Fatalf("handler ran %d times, want 2 (the failure, then the replay once)", runs)
+	}
+	if dr, ok := tr.(broker.DeadLetterReader); ok {
+		ds := receiveN(t, dr.ReceiveDead, 1, 10*time.Second)
+		for _, d := range ds {
+			if err := tr.Ack(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	expectNone(t, tr.Receive, 300*time.Millisecond)
 }

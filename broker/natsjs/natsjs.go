@@ -215,6 +215,7 @@ type Transport struct {
 
 var _ broker.Transport = (*Transport)(nil)
 var _ broker.DeadLetterReader = (*Transport)(nil)
+var _ broker.QueueNamer = (*Transport)(nil)
 
 func validName(s string) bool {
 	if s == "" || len(s) > 255 {
@@ -488,6 +489,10 @@ func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
 // Options returns the options in effect, defaults filled in.
 func (t *Transport) Options() Options { return t.opts }
+
+// QueueName implements broker.QueueNamer: "nats:", the stream's name, "/"
+// and the consumer's.
+func (t *Transport) QueueName() string { return "nats:" + t.opts.Stream + "/" + t.opts.Consumer }
 
 func checkAttrs(msgs []broker.Message) error {
 	for i, m := range msgs {

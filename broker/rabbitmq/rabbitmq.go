@@ -181,6 +181,7 @@ type handle struct {
 
 var _ broker.Transport = (*Transport)(nil)
 var _ broker.DeadLetterReader = (*Transport)(nil)
+var _ broker.QueueNamer = (*Transport)(nil)
 
 // errClosed is returned by every method after Close.
 var errClosed = errors.New("rabbitmq: transport closed")
@@ -458,6 +459,9 @@ func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
 // Queue returns the main queue's name.
 func (t *Transport) Queue() string { return t.opts.Queue }
+
+// QueueName implements broker.QueueNamer: "amqp:" and the queue's name.
+func (t *Transport) QueueName() string { return "amqp:" + t.opts.Queue }
 
 type outMsg struct {
 	exchange, key string

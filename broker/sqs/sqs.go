@@ -176,6 +176,7 @@ func validFIFOID(s string) bool {
 
 var _ broker.Transport = (*Transport)(nil)
 var _ broker.DeadLetterReader = (*Transport)(nil)
+var _ broker.QueueNamer = (*Transport)(nil)
 
 // Open checks opts and returns the transport. It makes no request: the
 // queues must exist.
@@ -213,6 +214,9 @@ func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
 // QueueURL returns the main queue's URL.
 func (t *Transport) QueueURL() string { return t.opts.QueueURL }
+
+// QueueName implements broker.QueueNamer: "sqs:" and the main queue's URL.
+func (t *Transport) QueueName() string { return "sqs:" + t.opts.QueueURL }
 
 // DeadLetterQueueURL returns the dead-letter queue's URL.
 func (t *Transport) DeadLetterQueueURL() string { return t.opts.DeadLetterQueueURL }
