@@ -119,6 +119,18 @@ type QueueNamer interface {
 	QueueName() string
 }
 
+// Leaser is implemented by transports whose broker redelivers a delivery
+// left unsettled for a while (a lease): SQS's visibility timeout,
+// JetStream's AckWait. Consume extends every delivery it holds (Extend)
+// well before its lease runs out.
+type Leaser interface {
+	// Lease is how long the broker keeps a received delivery from other
+	// consumers before it redelivers it, as the queue is configured. A
+	// transport may ask the broker (SQS GetQueueAttributes); errors are the
+	// transport's, wrapped.
+	Lease(ctx context.Context) (time.Duration, error)
+}
+
 // QueueName is tr's QueueNamer name, or "" if it has none.
 func QueueName(tr Transport) string {
 	if n, ok := tr.(QueueNamer); ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/claimcheck/claimcheck"
@@ -107,10 +108,13 @@ type ConsumeOptions struct {
 	// Batch is the most messages received at once. Default 10.
 	Batch int
 	// Lease is how long each Extend asks the broker to keep a delivery
-	// from being redelivered while its handler runs; Consume extends every
-	// Lease/3, so a long job is not redelivered to another consumer (SQS
-	// visibility timeout, JetStream AckWait). Default 60s; negative: never
-	// extend.
+	// from being redelivered. Default: the transport's own lease (Leaser:
+	// the SQS queue's visibility timeout, the JetStream consumer's
+	// AckWait), or DefaultLease for a transport without one; negative:
+	// never extend. Consume extends every delivery it holds, from its
+	// receipt until it is settled, every third of the shorter of Lease and
+	// the transport's lease, so a long job (or one waiting behind others of
+	// its batch) is never redelivered to another consumer meanwhile.
 	Lease time.Duration
 	// Inbox, if set, suppresses a second processing of a message already
 	// processed from the same queue (same idempotency key, MessageKey)
@@ -181,8 +185,9 @@ var ErrUnknownKind = errors.New("no handler for kind")
 //   - any other error is retried after RetryBase·2^(attempt-1) until
 //     attempt MaxAttempts, then dead-lettered with its reason.
 //
-// While a handler runs, the delivery's lease is extended every Lease/3
-// (Transport.Extend), so a long job is not redelivered meanwhile.
+// From its receipt until it is settled, each delivery's lease is extended
+// (Transport.Extend) every third of the transport's lease (Leaser) or of
+// Lease, whichever is shorter, so a long job is not redelivered meanwhile.
 //
 // Consume survives broker outages: a failed Receive is reported to OnError
 // and retried after a pause (1 s doubling to 30 s); a failed settlement is
@@ -204,9 +209,6 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 	if opts.Batch <= 0 {
 		opts.Batch = 10
 	}
-	if opts.Lease == 0 {
-		opts.Lease = time.Minute
-	}
 	report := func(err error) {
 		if opts.OnError != nil {
 			opts.OnError(err)
@@ -225,8 +227,28 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 		}()
 	}
 	queue := QueueName(tr)
+	var lease, every time.Duration
 	failures := 0
 	for {
+		if lease == 0 && opts.Lease >= 0 {
+			var err error
+			if lease, every, err = leaseOf(rctx, tr, opts.Lease); err != nil {
+				if rctx.Err() != nil {
+					return nil
+				}
+				if errors.Is(err, claimcheck.ErrConfig) {
+					return fmt.Errorf("broker: consume: %w", err)
+				}
+				failures++
+				report(fmt.Errorf("broker: consume: lease (will retry): %w", err))
+				select {
+				case <-rctx.Done():
+					return nil
+				case <-time.After(Backoff(time.Second, 30*time.Second, failures)):
+				}
+				continue
+			}
+		}
 		ds, err := tr.Receive(rctx, opts.Batch)
 		if err != nil {
 			if rctx.Err() != nil {
@@ -245,23 +267,122 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 			continue
 		}
 		failures = 0
+		held := holdLeases(ctx, tr, ds, lease, every, report)
 		for _, d := range ds {
 			if ctx.Err() != nil {
 				// Stopping: deliveries not yet started stay unsettled, and
 				// the broker redelivers them to a running consumer.
+				held.stop()
 				return nil
 			}
-			o := consumeOne(ctx, tr, queue, store, opts, d, report)
+			o := consumeOne(ctx, tr, queue, store, opts, d, held, report)
 			if opts.OnDone != nil && o != nil {
 				opts.OnDone(d, *o)
 			}
 		}
+		held.stop()
 	}
+}
+
+// DefaultLease is the lease Consume extends by for a transport that
+// reports none (see ConsumeOptions.Lease).
+const DefaultLease = time.Minute
+
+// leaseOf returns how long each extension asks for (lease) and how often
+// extensions are sent (every): a third of the shorter of the configured
+// lease and the transport's, so the first extension goes out well before
+// the broker's own timeout whatever was configured. lease is negative when
+// Consume never extends.
+func leaseOf(ctx context.Context, tr Transport, configured time.Duration) (lease, every time.Duration, err error) {
+	if configured < 0 {
+		return -1, 0, nil
+	}
+	lease = configured
+	var own time.Duration // the transport's
+	if l, ok := tr.(Leaser); ok {
+		if own, err = l.Lease(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	if lease == 0 {
+		lease = own
+	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	shortest := lease
+	if own > 0 && own < shortest {
+		shortest = own
+	}
+	return lease, max(shortest/3, 10*time.Millisecond), nil
+}
+
+// leases extends the leases of a batch of deliveries, from their receipt
+// until each is settled (release) or the batch is over (stop).
+type leases struct {
+	mu   sync.Mutex // held while extending, so release waits for it
+	held map[*Delivery]bool
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// holdLeases extends every delivery of ds by lease every every until it is
+// released. Extension failures are reported; the work goes on (at worst
+// the broker redelivers, and the Inbox suppresses the second run).
+func holdLeases(ctx context.Context, tr Transport, ds []*Delivery, lease, every time.Duration, report func(error)) *leases {
+	l := &leases{held: make(map[*Delivery]bool, len(ds)), done: make(chan struct{})}
+	if lease <= 0 || len(ds) == 0 {
+		return l
+	}
+	for _, d := range ds {
+		l.held[d] = true
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			l.mu.Lock()
+			for d := range l.held {
+				if err := tr.Extend(ctx, d, lease); err != nil {
+					report(fmt.Errorf("broker: consume: extend the lease of %s: %w", d.ID, err))
+				}
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// release stops extending d (it is about to be settled), waiting for an
+// extension in progress.
+func (l *leases) release(d *Delivery) {
+	l.mu.Lock()
+	delete(l.held, d)
+	l.mu.Unlock()
+}
+
+// stop ends every extension of the batch.
+func (l *leases) stop() {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	l.wg.Wait()
 }
 
 // consumeOne works and settles one delivery; nil if it could not be
 // settled (reported; the broker redelivers it).
-func consumeOne(ctx context.Context, tr Transport, queue string, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, report func(error)) *Outcome {
+func consumeOne(ctx context.Context, tr Transport, queue string, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, held *leases, report func(error)) *Outcome {
 	// Settle even if ctx was cancelled while the handler ran: the outcome
 	// is known and should not be lost.
 	sctx := context.WithoutCancel(ctx)
@@ -285,9 +406,7 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 		}
 	}
 	if !done {
-		stop := keepLease(ctx, tr, d, opts.Lease, report)
 		o = work(ctx, store, opts, d, o)
-		stop()
 		if opts.Inbox != nil && o.ID != "" {
 			if err := opts.Inbox.Record(sctx, o); err != nil && o.Action == Acked {
 				// The handler ran but its outcome is not recorded: run it
@@ -296,6 +415,7 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 			}
 		}
 	}
+	held.release(d)
 	var serr error
 	switch o.Action {
 	case Acked:
@@ -329,35 +449,6 @@ func MessageKey(d *Delivery) string {
 		}
 	}
 	return d.ID
-}
-
-// keepLease extends d's lease every lease/3 until the returned stop is
-// called. Extension failures are reported; the work goes on (at worst the
-// broker redelivers, and the Inbox suppresses the second run).
-func keepLease(ctx context.Context, tr Transport, d *Delivery, lease time.Duration, report func(error)) (stop func()) {
-	if lease <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := tr.Extend(ctx, d, lease); err != nil {
-					report(fmt.Errorf("broker: consume: extend the lease of %s: %w", d.ID, err))
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 // fail settles o as a failure: dead-lettered if permanent or out of

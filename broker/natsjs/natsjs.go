@@ -216,6 +216,7 @@ type Transport struct {
 var _ broker.Transport = (*Transport)(nil)
 var _ broker.DeadLetterReader = (*Transport)(nil)
 var _ broker.QueueNamer = (*Transport)(nil)
+var _ broker.Leaser = (*Transport)(nil)
 
 func validName(s string) bool {
 	if s == "" || len(s) > 255 {
@@ -489,6 +490,16 @@ func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
 // Options returns the options in effect, defaults filled in.
 func (t *Transport) Options() Options { return t.opts }
+
+// Lease implements broker.Leaser: the consumer's AckWait, as the server
+// holds it (Options.AckWait, which Open sets on the consumer). Extend
+// (InProgress) restarts it.
+func (t *Transport) Lease(context.Context) (time.Duration, error) {
+	if info := t.con.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+		return info.Config.AckWait, nil
+	}
+	return t.opts.AckWait, nil
+}
 
 // QueueName implements broker.QueueNamer: "nats:", the stream's name, "/"
 // and the consumer's.

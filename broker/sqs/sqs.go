@@ -44,7 +44,9 @@
 //     to move it. Leave room for claimcheck-reason (MaxMessageOverhead plus
 //     about 60 bytes), or give the dead-letter queue a larger maximum.
 //   - Extend = ChangeMessageVisibility(by): SQS counts the new timeout from
-//     now, which is what Extend promises.
+//     now, which is what Extend promises. Lease (broker.Leaser) is the
+//     visibility timeout Receive asks for, or the queue's own, so
+//     broker.Consume extends before it runs out.
 //   - ReceiveDead (broker.DeadLetterReader) receives from the dead-letter
 //     queue; Ack of such a delivery deletes it from there.
 //   - Verify checks, with GetQueueAttributes, that both queues accept
@@ -177,6 +179,7 @@ func validFIFOID(s string) bool {
 var _ broker.Transport = (*Transport)(nil)
 var _ broker.DeadLetterReader = (*Transport)(nil)
 var _ broker.QueueNamer = (*Transport)(nil)
+var _ broker.Leaser = (*Transport)(nil)
 
 // Open checks opts and returns the transport. It makes no request: the
 // queues must exist.
@@ -214,6 +217,27 @@ func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
 // QueueURL returns the main queue's URL.
 func (t *Transport) QueueURL() string { return t.opts.QueueURL }
+
+// Lease implements broker.Leaser: Options.VisibilityTimeout when set
+// (Receive asks SQS for it), otherwise the main queue's own
+// VisibilityTimeout attribute, read with GetQueueAttributes (SQS's
+// default is 30 s). Errors: SQS's, wrapped; ErrConfig if the attribute
+// does not parse.
+func (t *Transport) Lease(ctx context.Context) (time.Duration, error) {
+	if t.opts.VisibilityTimeout > 0 {
+		return time.Duration(seconds(t.opts.VisibilityTimeout)) * time.Second, nil
+	}
+	name := types.QueueAttributeNameVisibilityTimeout
+	out, err := t.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(t.opts.QueueURL), AttributeNames: []types.QueueAttributeName{name}})
+	if err != nil {
+		return 0, fmt.Errorf("sqs: read the visibility timeout of %s: %w", t.opts.QueueURL, err)
+	}
+	n, err := strconv.Atoi(out.Attributes[string(name)])
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("sqs: queue %s has VisibilityTimeout %q, not a number of seconds: %w", t.opts.QueueURL, out.Attributes[string(name)], claimcheck.ErrConfig)
+	}
+	return time.Duration(n) * time.Second, nil
+}
 
 // QueueName implements broker.QueueNamer: "sqs:" and the main queue's URL.
 func (t *Transport) QueueName() string { return "sqs:" + t.opts.QueueURL }

@@ -1,0 +1,115 @@
+package sqsq
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
+)
+
+// extendCounter counts Extend calls of the transport it wraps.
+type extendCounter struct {
+	*Transport
+	extends atomic.Int64
+}
+
+func (e *extendCounter) Extend(ctx context.Context, d *broker.Delivery, by time.Duration) error {
+	e.extends.Add(1)
+	return e.Transport.Extend(ctx, d, by)
+}
+
+func (s *standInSQS) setVisibility(url string, d time.Duration) {
+	s.mu.Lock()
+	s.queues[url].visibility = d
+	s.mu.Unlock()
+}
+
+func fileStore(t *testing.T) *claimcheck.Store {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(t.Context(), "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// TestLeaseFollowsVisibilityAgainstStandIn: on a queue whose visibility
+// timeout is 5 s (the queue's attribute; the transport is not told), a 7 s
+// handler's delivery is extended before it expires, acknowledged once on
+// its first receipt, and never redelivered to the second consumer polling
+// the same queue.
+func TestLeaseFollowsVisibilityAgainstStandIn(t *testing.T) {
+	raw, s := openStandIn(t, 0)
+	const visibility, handlerTime = 5 * time.Second, 7 * time.Second
+	s.setVisibility(raw.QueueURL(), visibility)
+	if got, err := raw.Lease(t.Context()); err != nil || got != visibility {
+		t.Fatalf("Lease = %v, %v; want the queue's %v", got, err, visibility)
+	}
+	tr := &extendCounter{Transport: raw}
+	store := fileStore(t)
+	ctx := t.Context()
+	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("slow"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := broker.NewMessage("slow", tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var outcomes []broker.Outcome
+	var runs atomic.Int64
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const consumers = 2
+	errc := make(chan error, consumers)
+	for range consumers {
+		go func() {
+			errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+				Handlers: map[string]claimcheck.Handler{"slow": claimcheck.HandlerFunc(func(ctx context.Context, _ *claimcheck.Job) (*claimcheck.Result, error) {
+					runs.Add(1)
+					select {
+					case <-time.After(handlerTime):
+					case <-ctx.Done():
+					}
+					return nil, nil
+				})},
+				OnDone: func(_ *broker.Delivery, o broker.Outcome) {
+					mu.Lock()
+					outcomes = append(outcomes, o)
+					mu.Unlock()
+				},
+				OnError: func(err error) { t.Errorf("consume: %v", err) },
+			})
+		}()
+	}
+	// The handler's 7 s, then a visibility timeout more: a lost lease
+	// would have redelivered by then.
+	time.Sleep(handlerTime + visibility + time.Second)
+	cancel()
+	for range consumers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	visible, inflight := s.count(raw.QueueURL())
+	t.Logf("visibility %v, handler %v: %d extensions, handler runs %d, outcomes %d, queue visible %d in flight %d",
+		visibility, handlerTime, tr.extends.Load(), runs.Load(), len(outcomes), visible, inflight)
+	if tr.extends.Load() < 1 || runs.Load() != 1 || len(outcomes) != 1 || outcomes[0].Action != broker.Acked || outcomes[0].Attempt != 1 || visible+inflight != 0 {
+		t.Fatalf("extensions %d, handler runs %d, outcomes %+v, queue %d+%d; want >= 1 extension, one run acked on attempt 1, an empty queue",
+			tr.extends.Load(), runs.Load(), outcomes, visible, inflight)
+	}
+}
