@@ -176,3 +176,27 @@ func TestStoreTimeoutParameters(t *testing.T) {
 		}
 	}
 }
+
+// A server that accepts and closes at once (what an outage proxy's cut
+// looks like) is named, with its endpoint, though it has no sentinel.
+func TestCauseConnectionClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	s := s3At(t, "http://"+ln.Addr().String(), "")
+	_, err = s.CheckIn(t.Context(), "acme", bytes.NewReader(randomBytes(100<<10, 7)), nil)
+	if !errors.Is(err, claimcheck.ErrUnavailable) || !strings.Contains(err.Error(), "connection closed by "+ln.Addr().String()) {
+		t.Fatalf("check in to a server that hangs up: %v, want ErrUnavailable naming the closed connection", err)
+	}
+}

@@ -358,8 +358,8 @@ func causeOf(err error) (error, string) {
 		return nil, "no route to host" + at("to")
 	case errors.Is(err, syscall.EROFS):
 		return nil, "read-only file system"
-	case errors.Is(err, io.ErrUnexpectedEOF) && ep != "":
-		return nil, "connection closed mid-response" + at("by")
+	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && ep != "":
+		return nil, "connection closed" + at("by") + " before it answered"
 	}
 	return nil, ""
 }
