@@ -52,6 +52,13 @@ type CheckInOptions struct {
 	// Progress, if set, is called as bytes are read from the payload, with the
 	// running total in bytes.
 	Progress func(n int64)
+	// BeforeStore, if set, is called once the payload has been read and its
+	// key is known, and before anything is written at the key or an object
+	// already there is reused: t has its Store, Key, Tenant, SHA256, Size and
+	// Created set. An error from it fails the check-in with nothing stored
+	// (pipeline.Pipeline.CheckIn records its check-in intent here). It is
+	// not called for a payload that travels inline.
+	BeforeStore func(ctx context.Context, t *Ticket) error
 }
 
 // CheckIn streams r into the store and returns its ticket. It reads r to
@@ -154,6 +161,11 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 	}
 	t.Store, t.Key = s.name, key
 
+	if opts.BeforeStore != nil {
+		if err := opts.BeforeStore(ctx, t); err != nil {
+			return nil, fmt.Errorf("claimcheck: check in %s: %w", t, err)
+		}
+	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("claimcheck: check in %s: rewind spool: %v", t, pathErrNoName(err))
 	}
@@ -177,11 +189,15 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		mu.Lock()
 		defer mu.Unlock()
 	}
-	if same, err := s.holds(ctx, t); err != nil || same {
-		if err == nil {
-			err = s.refresh(t)
-		}
+	if same, err := s.holds(ctx, t); err != nil {
 		return err
+	} else if same {
+		// Reuse, after refreshing the object's age. If it went in between
+		// (a lifecycle expiry, or a store whose HEAD was stale), write it
+		// again: a reused object must exist.
+		if gone, err := s.refresh(ctx, t); err != nil || !gone {
+			return err
+		}
 	}
 	meta := map[string]string{
 		metaSHA256: t.SHA256,
@@ -418,25 +434,5 @@ func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 		return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 	}
 	t.Inline, t.DEK = buf.Bytes(), dek
-	return nil
-}
-
-// refresh restarts the age of an object a new check-in reuses, so that
-// lifecycle expiry and the sweeper count from the newest job that needs it,
-// not from its first upload (a retention of 22 days must hold for a job
-// enqueued on day 21). On the file store it sets the modification time of
-// the object and its attribute file. Other stores keep their first write
-// time (an S3 copy-in-place would reset it; not done yet): their lifecycle
-// must then allow for reuse.
-func (s *Store) refresh(t *Ticket) error {
-	if s.fileRoot == "" {
-		return nil
-	}
-	now := time.Now()
-	path := filepath.Join(s.fileRoot, filepath.FromSlash(t.Key))
-	if err := os.Chtimes(path, now, now); err != nil {
-		return fileError("claimcheck: check in "+t.String()+": refresh the reused object's age", err)
-	}
-	_ = os.Chtimes(path+".attrs", now, now) // fileblob's sidecar, if any
 	return nil
 }

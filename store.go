@@ -87,6 +87,11 @@ type Store struct {
 	seal      *sealer // nil: payloads are stored as they are
 	tenants   []string
 	s3up      s3Upload // S3 part size and concurrency (store_s3.go)
+	s3Bucket  string   // the S3 bucket's name, for calls s3blob does not make (housekeeping.go)
+	hostClock bool     // file:// and mem://: this host's clock stamps the objects
+	// notFoundGrace: a claim's NotFound this soon after the ticket's
+	// creation is transient (ErrNotVisibleYet); 0 never.
+	notFoundGrace time.Duration
 }
 
 // OpenStore opens the bucket at a gocloud.dev/blob URL (file://, mem://, and
@@ -138,6 +143,12 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		return nil, err
 	}
 	s.s3up = up
+	switch u.Scheme {
+	case "s3":
+		s.s3Bucket = u.Host
+	case "file", "mem":
+		s.hostClock = true // this host stamps the objects (Clock)
+	}
 	s.fileRoot = fileRoot
 	s.owned = true
 	return s, nil

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 
@@ -35,6 +36,23 @@ func register(ctx context.Context, db execer, jobID int64, role string, t *claim
 		return fmt.Errorf("pipeline: write claims registry row for %s: %w", t, err)
 	}
 	return nil
+}
+
+// ErrIdempotencyConflict is returned (wrapped) by Enqueue and EnqueueTx
+// for an idempotency key that an existing job already holds with a payload
+// of other bytes: the caller's payload was not enqueued, and Enqueue leaves
+// no object of it behind. The same key with the same bytes is not an
+// error: it returns the first job with EnqueueResult.Duplicate set.
+var ErrIdempotencyConflict = errors.New("idempotency key already used for other bytes")
+
+// ReasonIdempotencyConflict names ErrIdempotencyConflict in output.
+const ReasonIdempotencyConflict = "idempotency-conflict"
+
+func prefix12(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
 }
 
 // EnqueueOptions adjust one enqueue. The zero value is valid.
@@ -92,10 +110,28 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 	if err := validateEnqueue(kind, opts); err != nil {
 		return nil, err
 	}
-	t, err := p.store.CheckIn(ctx, tenant, r, &opts.CheckIn)
+	t, err := p.CheckIn(ctx, tenant, r, &opts.CheckIn)
 	if err != nil {
 		return nil, err
 	}
+	res, err := p.enqueueChecked(ctx, kind, t, opts)
+	if err != nil {
+		// Leave nothing behind: the object goes unless something else
+		// holds it (a committed registry row, if the commit's error lied).
+		if derr := p.discard(ctx, t); derr != nil {
+			p.logger.Warn("pipeline: could not delete the object of a failed enqueue; a sweep removes it", "ticket", t.String(), "error", derr)
+		}
+		return nil, err
+	}
+	if res.Duplicate && res.Ticket.Key != t.Key {
+		// The first job's payload is elsewhere (inline, or another key):
+		// the object this check-in stored is nobody's.
+		_ = p.discard(ctx, t)
+	}
+	return res, nil
+}
+
+func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: begin: %w", err)
@@ -114,8 +150,14 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 // EnqueueTx writes the claims-registry row and a job carrying t inside the
 // caller's transaction, so a business row, the registry row and the job
 // commit or roll back together (the transactional outbox). Check the payload
-// in first (Store().CheckIn); never enqueue a ticket whose check-in has not
-// returned. Errors as for Enqueue.
+// in first with CheckIn, whose intent EnqueueTx turns into the registry
+// row; never enqueue a ticket whose check-in has not returned. A ticket
+// without a live intent (checked in with Store().CheckIn, or whose intent a
+// sweep reclaimed after its grace period) is enqueued only if its object
+// still exists, checked under the key's lock held until tx ends.
+//
+// Errors as for Enqueue, and claimcheck.ErrPayloadMissing when t's object
+// is gone; ErrIdempotencyConflict leaves tx to be rolled back.
 func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
 	if opts == nil {
 		opts = &EnqueueOptions{}
@@ -125,6 +167,9 @@ func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	}
 	enc, err := t.Marshal()
 	if err != nil {
+		return nil, err
+	}
+	if err := p.anchor(ctx, tx, t); err != nil {
 		return nil, err
 	}
 	if len(opts.Destinations) == 0 {
@@ -167,6 +212,10 @@ func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claim
 		first.Ticket = compactJSON(first.Ticket)
 		if res.Ticket, err = claimcheck.ParseTicket(first.Ticket); err != nil {
 			return nil, err
+		}
+		if res.Ticket.SHA256 != t.SHA256 || res.Ticket.Size != t.Size {
+			return nil, fmt.Errorf("pipeline: idempotency-conflict: idempotency key %q (kind %s, tenant %s) belongs to job %d, whose payload is sha256 %s… (%d bytes); this payload is sha256 %s… (%d bytes): not enqueued: %w",
+				truncateName(opts.IdempotencyKey), kind, t.Tenant, res.JobID, prefix12(res.Ticket.SHA256), res.Ticket.Size, prefix12(t.SHA256), t.Size, ErrIdempotencyConflict)
 		}
 		res.TicketBytes = len(first.Ticket)
 		return res, nil

@@ -181,6 +181,27 @@ var registrySchema = []registryStep{
 		sqlite: `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
 		pg:     `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
 	},
+	{
+		// Check-in intents (internal/registry): committed before a check-in
+		// writes or reuses its object, removed by the transaction that
+		// writes its registry row. recorded_ms is the database's clock.
+		name:  "create table claimcheck_intent",
+		table: "claimcheck_intent",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_intent (
+		object_key  TEXT   NOT NULL,
+		ticket_ns   BIGINT NOT NULL,
+		tenant      TEXT   NOT NULL,
+		recorded_ms BIGINT NOT NULL,
+		PRIMARY KEY (object_key, ticket_ns)
+	)`,
+		pg: `CREATE TABLE IF NOT EXISTS claimcheck_intent (
+		object_key  TEXT   NOT NULL,
+		ticket_ns   BIGINT NOT NULL,
+		tenant      TEXT   NOT NULL,
+		recorded_ms BIGINT NOT NULL,
+		PRIMARY KEY (object_key, ticket_ns)
+	)`,
+	},
 }
 
 // jobDB is an open job database with its River driver.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"gocloud.dev/gcerrors"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -278,59 +277,26 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 
 // Release implements broker.Releaser (opt-in deletion on acknowledgement):
 // it deletes outbox entry job's registry row for t's object and, if no
-// registry row refers to the object any more (no other subscriber's entry,
-// pending or acknowledged-but-unreleased, and no job of the pipeline), the
-// object itself, after the transaction commits. It reports whether the
-// object was deleted.
+// registry row (no other subscriber's entry, pending or
+// acknowledged-but-unreleased, and no job of the pipeline) and no check-in
+// intent refers to the object any more, the object itself. It reports
+// whether the object was deleted.
 //
-// Known race: a check-in of identical content for the same tenant that
-// reuses the object between this commit and the delete leaves that new
-// ticket dangling (its claim fails as payload-missing). Deployments that
-// resubmit identical payloads concurrently should use named keys or leave
-// deletion to retention and the sweeper.
+// The row's removal, the look-up and the store's delete happen in one
+// transaction under the object's key lock, which check-ins that reuse the
+// object take too (deleteUnheld, internal/registry): a check-in of the same
+// bytes either comes first, and the object is kept for it, or after the
+// delete, and writes the object again. A failed delete rolls the row's
+// removal back.
 func (p *Pipeline) Release(ctx context.Context, job int64, t *claimcheck.Ticket) (bool, error) {
-	if t == nil || t.IsInline() {
-		return false, nil
-	}
-	lock := ""
-	if p.dialect != "sqlite" {
-		lock = " FOR UPDATE"
-	}
-	var left int
-	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		// Lock the object's rows (PostgreSQL; SQLite has one writer), so
-		// two releases of its last two references cannot both see one left.
-		rows, err := tx.QueryContext(ctx, `SELECT job_id FROM claimcheck_claim WHERE object_key = $1`+lock, t.Key)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			left++
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		left -= int(n)
-		return nil
+	deleted, err := p.deleteUnheld(ctx, t, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("pipeline: release %s: %w", t, err)
 	}
-	if left > 0 {
-		return false, nil
-	}
-	if err := p.store.Bucket().Delete(ctx, t.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		return false, fmt.Errorf("pipeline: release %s: delete object (code %v): %w", t, gcerrors.Code(err), claimcheck.ErrUnavailable)
-	}
-	return true, nil
+	return deleted, nil
 }
 
 // inTx runs fn in a transaction, committed if fn returns nil.

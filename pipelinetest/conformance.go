@@ -138,6 +138,26 @@ func (b *bundle) enqueue(t *testing.T, kind, tenant string, data []byte, opts *p
 	return res
 }
 
+// objects lists the keys of the objects in the store (temporary files and
+// sidecars excluded).
+func (b *bundle) objects(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	it := b.store.Bucket().List(nil)
+	for {
+		obj, err := it.Next(b.ctx)
+		if errors.Is(err, io.EOF) {
+			return keys
+		}
+		if err != nil {
+			t.Fatalf("list the store: %v", err)
+		}
+		if !claimcheck.IsTempKey(obj.Key) {
+			keys = append(keys, obj.Key)
+		}
+	}
+}
+
 // work runs Work until the handled kinds' queues are empty.
 func (b *bundle) work(t *testing.T, handlers map[string]claimcheck.Handler) {
 	t.Helper()
@@ -590,7 +610,7 @@ func (s *suite) testIdempotencyKey(t *testing.T) {
 		b := s.setup(t, &opts{store: claimcheck.Options{AlwaysOffload: true}})
 		o := &pipeline.EnqueueOptions{IdempotencyKey: "order-42"}
 		first := b.enqueue(t, "labels", "acme", []byte("first"), o)
-		second := b.enqueue(t, "labels", "acme", []byte("second"), o)
+		second := b.enqueue(t, "labels", "acme", []byte("first"), o)
 		if first.Duplicate {
 			t.Fatalf("first enqueue reported a duplicate")
 		}
@@ -600,11 +620,67 @@ func (s *suite) testIdempotencyKey(t *testing.T) {
 		if second.Ticket.SHA256 != sha([]byte("first")) || second.TicketBytes != first.TicketBytes {
 			t.Fatalf("duplicate returned ticket sha256 %s (%d bytes), want the first job's (%d bytes)", second.Ticket.SHA256, second.TicketBytes, first.TicketBytes)
 		}
+		// Other bytes under the same key: an error of its own, naming both
+		// digests' prefixes, with nothing stored.
+		_, err := b.p.Enqueue(b.ctx, "labels", "acme", strings.NewReader("second"), o)
+		if !errors.Is(err, pipeline.ErrIdempotencyConflict) {
+			t.Fatalf("other bytes under the same key: %v, want ErrIdempotencyConflict", err)
+		}
+		for _, want := range []string{pipeline.ReasonIdempotencyConflict, sha([]byte("first"))[:12], sha([]byte("second"))[:12]} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("conflict error %q does not name %s", err, want)
+			}
+		}
 		if ids := b.listIDs(t, pipeline.ListOptions{}); !slices.Equal(ids, []int64{first.JobID}) {
 			t.Fatalf("jobs %v, want only %d", ids, first.JobID)
 		}
 		if rows := b.claims(t, 0); len(rows) != 1 || rows[0].Key != first.Ticket.Key {
 			t.Fatalf("registry %+v, want the first job's payload row only", rows)
+		}
+		if keys := b.objects(t); len(keys) != 1 || keys[0] != first.Ticket.Key {
+			t.Fatalf("objects %v, want only the first job's", keys)
+		}
+	})
+
+	// Eight producers, one idempotency key, eight different payloads: one
+	// job, seven conflicts, one object.
+	t.Run("RacingConflicts", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, &opts{store: claimcheck.Options{AlwaysOffload: true}})
+		const n = 8
+		results := make([]*pipeline.EnqueueResult, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				body := bytes.Repeat([]byte(fmt.Sprintf("file %d ", i)), 20000)
+				results[i], errs[i] = b.p.Enqueue(b.ctx, "labels", "acme", bytes.NewReader(body), &pipeline.EnqueueOptions{IdempotencyKey: "order-8"})
+			})
+		}
+		wg.Wait()
+		jobs, conflicts := 0, 0
+		var winner *pipeline.EnqueueResult
+		for i := range n {
+			switch {
+			case errs[i] == nil && !results[i].Duplicate:
+				jobs++
+				winner = results[i]
+			case errors.Is(errs[i], pipeline.ErrIdempotencyConflict):
+				conflicts++
+			default:
+				t.Errorf("producer %d: result %+v, error %v", i, results[i], errs[i])
+			}
+		}
+		keys := b.objects(t)
+		t.Logf("8 producers, one key, 8 files: %d job, %d idempotency-conflict, %d object", jobs, conflicts, len(keys))
+		if jobs != 1 || conflicts != n-1 {
+			t.Fatalf("%d jobs and %d conflicts, want 1 and %d", jobs, conflicts, n-1)
+		}
+		if len(keys) != 1 || keys[0] != winner.Ticket.Key {
+			t.Fatalf("objects %v, want only the job's %s", keys, winner.Ticket.Key)
+		}
+		if ids := b.listIDs(t, pipeline.ListOptions{}); len(ids) != 1 {
+			t.Fatalf("jobs %v, want 1", ids)
 		}
 	})
 

@@ -11,33 +11,53 @@
 // and needs a job row; this one matches the exact key against the registry,
 // whose rows outlive the job rows River prunes.
 //
+// An object a producer is checking in is referenced too: pipeline.CheckIn
+// commits a check-in intent (claimcheck_intent, timed by the job
+// database's clock) before it writes or reuses the object, and the
+// transaction that writes the registry row removes it. An object with a
+// live intent (one younger than the grace period by the database's clock)
+// is kept whatever its age, so a producer paused between its upload and its
+// commit never loses its payload, whatever the clocks; an intent older than
+// that is its producer's death (or a stall the enqueue then refuses).
+//
+// Ages are measured against the store's own clock (Store.Clock: the host's
+// for file://, the S3 server's Date for s3://), or the job database's when
+// the store cannot tell: never against the sweeping process's clock.
+//
+// Each deletion runs in a transaction of the job database holding the
+// object's key lock (internal/registry), which check-ins that reuse an
+// object take too: under it the sweep looks the key up again (registry
+// rows, intents), removes stale intents, deletes the object from the store
+// and commits. A check-in reusing the object either recorded its intent
+// first (the object is kept) or waits and finds the object gone (it writes
+// it again), so reuse and deletion never leave a dangling ticket.
+//
 // Never deleted:
 //   - an object with a registry row (unless Expiry applies, below), whether
 //     its job is queued, running, retrying, dead, completed or already
 //     pruned by River;
+//   - an object with a live check-in intent;
 //   - an object younger than the grace period;
-//   - in-flight temporary files (claimcheck.IsTempKey: fileblob's "*.tmp"
-//     beside the final path) and fileblob's "*.attrs" sidecars;
+//   - fileblob's "*.attrs" sidecars (they go with their object);
 //   - anything outside Options.Prefixes.
+//
+// Litter is removed: a file store's temporary files ("*.tmp" beside the
+// final path) older than the grace period, which a check-in killed
+// mid-write leaves, and, on S3, incomplete multipart uploads under the
+// swept prefixes initiated more than the grace period ago. A write that
+// slow fails its check-in (no ticket is made), so removing its litter
+// loses nothing.
 //
 // Expiry (Options.Expiry, for stores with no lifecycle rules: the file
 // store) deletes an object older than its prefix's expiry even if it has a
 // registry row, unless a job referring to it is still pending (available,
-// running, retryable, scheduled, pending) or dead (cancelled, discarded):
-// those are kept whatever their age.
+// running, retryable, scheduled, pending) or dead (cancelled, discarded),
+// or a check-in intent holds it: those are kept whatever their age.
 //
 // Sweep works a page at a time: one listing page, then one registry query
-// for that page's keys (WHERE object_key IN (…)), then its deletions, so
-// memory depends on the page size and not on the bucket.
-//
-// One race remains that no sweeper can close alone: content-addressed
-// check-ins reuse an object already in the store without rewriting it, so
-// a new job can start referring to an old unreferenced object at any time.
-// If its transaction commits after the registry query of the page holding
-// that object and before the delete, the new job's payload is gone (it
-// dead-letters as payload-missing on its first attempt: found, not lost
-// silently). Sweep when producers are quiet, or keep the grace period long
-// enough that old orphans are rarely re-used.
+// and one intent query for that page's keys (WHERE object_key IN (…)),
+// then its deletions, so memory depends on the page size and not on the
+// bucket.
 package sweep
 
 import (
@@ -57,6 +77,8 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/internal/registry"
 )
 
 // Defaults.
@@ -77,14 +99,19 @@ const (
 // Reason says why an object was removed or kept.
 type Reason string
 
-// Reasons. Removed: Orphan, Expired. Kept: the others.
+// Reasons. Removed: Orphan, Expired, and TempFile and IncompleteUpload
+// past the grace period. Kept: the others.
 const (
 	Orphan      Reason = "orphan"       // no registry row, older than the grace period
 	Expired     Reason = "expired"      // older than its prefix's expiry, no pending or dead job
 	Referenced  Reason = "referenced"   // a registry row refers to it
 	TooYoung    Reason = "too-young"    // no registry row yet, but within the grace period
-	TempFile    Reason = "temp-file"    // an in-flight write's temporary file, or a store sidecar
+	TempFile    Reason = "temp-file"    // a write's temporary file: removed past the grace period, kept within it
 	OtherPrefix Reason = "other-prefix" // outside the swept prefixes: never listed
+	CheckingIn  Reason = "checking-in"  // a live check-in intent holds it: its producer has not committed yet
+	// IncompleteUpload is an S3 multipart upload never completed: aborted
+	// past the grace period, kept within it.
+	IncompleteUpload Reason = "incomplete-upload"
 )
 
 // Options configure Sweep.
@@ -105,7 +132,13 @@ type Options struct {
 	// PageSize is the number of objects listed, and looked up in the
 	// registry, at a time. Default DefaultPageSize, at most MaxPageSize.
 	PageSize int
-	// Now is the clock. Default time.Now.
+	// Now, when set, replaces the clock ages are measured against (tests,
+	// and probes that pretend time has passed). By default it is the
+	// store's own clock (claimcheck.Store.Clock), read once at the start and
+	// advanced by this process's monotonic clock, or the job database's
+	// clock when the store cannot tell; never this process's wall clock.
+	// Whatever it says, an object with a registry row or a live check-in
+	// intent (timed by the database's clock) is kept.
 	Now func() time.Time
 	// Expiry maps a prefix (one of Prefixes, or inside one) to the age
 	// beyond which its objects are deleted unless a pending or dead job
@@ -131,7 +164,8 @@ type Entry struct {
 	// Object is the key redacted (RedactKey): role, tenant and a digest
 	// prefix.
 	Object string `json:"object"`
-	// Removed is true for a deleted object (or one a dry run would delete).
+	// Removed is true for a deleted object, temporary file or aborted
+	// upload (or one a dry run would remove).
 	Removed bool   `json:"removed"`
 	Reason  Reason `json:"reason"`
 	// Detail explains the reason in a sentence.
@@ -158,6 +192,10 @@ type Refs struct {
 	Done int64 `json:"done"`
 	// Job is one referring job's id (the lowest).
 	Job int64 `json:"job"`
+	// Intents counts live check-in intents (younger than the grace period
+	// by the job database's clock); StaleIntents older ones.
+	Intents      int64 `json:"intents,omitempty"`
+	StaleIntents int64 `json:"stale_intents,omitempty"`
 }
 
 // Report is the outcome of a Sweep.
@@ -175,8 +213,10 @@ type Report struct {
 	Removed      int   `json:"removed"`
 	RemovedBytes int64 `json:"removed_bytes"`
 	Kept         int   `json:"kept"`
-	// ByReason counts entries per reason.
-	ByReason map[Reason]int `json:"by_reason"`
+	// ByReason counts entries per reason; RemovedByReason the removed ones
+	// (temporary files and incomplete uploads can be either).
+	ByReason        map[Reason]int `json:"by_reason"`
+	RemovedByReason map[Reason]int `json:"removed_by_reason"`
 	// Pages is the number of listing pages read under Prefixes, and Queries
 	// the number of registry queries made for them (at most one a page).
 	Pages   int           `json:"pages"`
@@ -200,9 +240,12 @@ func Sweep(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sweeper{o: o, bucket: o.Store.Bucket(), now: o.Now()}
-	s.rep = &Report{DryRun: o.DryRun, Grace: o.Grace, Prefixes: o.Prefixes, Expiry: o.Expiry, ByReason: map[Reason]int{}, Started: s.now}
+	s := &sweeper{o: o, bucket: o.Store.Bucket(), dialect: dbopen.DialectOf(o.DB)}
 	start := time.Now()
+	if err := s.startClock(ctx); err != nil {
+		return nil, err
+	}
+	s.rep = &Report{DryRun: o.DryRun, Grace: o.Grace, Prefixes: o.Prefixes, Expiry: o.Expiry, ByReason: map[Reason]int{}, RemovedByReason: map[Reason]int{}, Started: s.now()}
 	defer func() { s.rep.Elapsed = time.Since(start) }()
 	if err := s.otherPrefixes(ctx); err != nil {
 		return s.rep, err
@@ -211,8 +254,41 @@ func Sweep(ctx context.Context, opts Options) (*Report, error) {
 		if err := s.sweepPrefix(ctx, prefix); err != nil {
 			return s.rep, err
 		}
+		if err := s.sweepUploads(ctx, prefix); err != nil {
+			return s.rep, err
+		}
 	}
 	return s.rep, nil
+}
+
+// startClock fixes the clock ages are measured against: Options.Now, or
+// the store's, or the job database's.
+func (s *sweeper) startClock(ctx context.Context) error {
+	s.mono = time.Now()
+	if s.o.Now != nil {
+		return nil
+	}
+	now, ok, err := s.o.Store.Clock(ctx)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if !ok {
+		ms, err := registry.DatabaseNow(ctx, s.o.DB, s.dialect)
+		if err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		now = time.UnixMilli(ms)
+	}
+	s.base = now
+	return nil
+}
+
+// now is the reference clock's current reading.
+func (s *sweeper) now() time.Time {
+	if s.o.Now != nil {
+		return s.o.Now()
+	}
+	return s.base.Add(time.Since(s.mono))
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -266,10 +342,12 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 type sweeper struct {
-	o      Options
-	bucket *blob.Bucket
-	now    time.Time
-	rep    *Report
+	o       Options
+	bucket  *blob.Bucket
+	dialect dbopen.Dialect
+	base    time.Time // the reference clock at mono (unless Options.Now)
+	mono    time.Time
+	rep     *Report
 	// registryEmpty: 0 unknown, 1 empty, 2 has rows.
 	registryEmpty int
 }
@@ -278,6 +356,7 @@ func (s *sweeper) emit(e Entry) error {
 	if e.Removed {
 		s.rep.Removed++
 		s.rep.RemovedBytes += e.Size
+		s.rep.RemovedByReason[e.Reason]++
 	} else {
 		s.rep.Kept++
 	}
@@ -295,7 +374,7 @@ func (s *sweeper) emit(e Entry) error {
 func (s *sweeper) otherPrefixes(ctx context.Context) error {
 	token := blob.FirstPageToken
 	for {
-		objs, next, err := s.bucket.ListPage(ctx, token, s.o.PageSize, &blob.ListOptions{Delimiter: "/"})
+		objs, next, err := s.listPage(ctx, token, &blob.ListOptions{Delimiter: "/"})
 		if err != nil {
 			return fmt.Errorf("sweep: list the store's top level: %w", storeErr(err))
 		}
@@ -308,7 +387,7 @@ func (s *sweeper) otherPrefixes(ctx context.Context) error {
 			if obj.IsDir {
 				e.Object = obj.Key + "…"
 			} else {
-				e.ModTime, e.Age = obj.ModTime, s.age(obj.ModTime)
+				e.ModTime, e.Age = obj.ModTime, age(s.now(), obj.ModTime)
 			}
 			if err := s.emit(e); err != nil {
 				return err
@@ -318,6 +397,19 @@ func (s *sweeper) otherPrefixes(ctx context.Context) error {
 			return nil
 		}
 		token = next
+	}
+}
+
+// listPage reads one listing page. The file store's listing fails with
+// NotFound when a file it walked is renamed or removed before it is read
+// (a check-in committing, a deletion): that page is read again, up to
+// five times.
+func (s *sweeper) listPage(ctx context.Context, token []byte, opts *blob.ListOptions) ([]*blob.ListObject, []byte, error) {
+	for try := 1; ; try++ {
+		objs, next, err := s.bucket.ListPage(ctx, token, s.o.PageSize, opts)
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || try == 5 || ctx.Err() != nil {
+			return objs, next, err
+		}
 	}
 }
 
@@ -338,7 +430,7 @@ func (s *sweeper) sweepPrefix(ctx context.Context, prefix string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		objs, next, err := s.bucket.ListPage(ctx, token, s.o.PageSize, &blob.ListOptions{Prefix: prefix})
+		objs, next, err := s.listPage(ctx, token, &blob.ListOptions{Prefix: prefix})
 		if err != nil {
 			return fmt.Errorf("sweep: list %s: %w", prefix, storeErr(err))
 		}
@@ -358,9 +450,14 @@ func (s *sweeper) sweepPage(ctx context.Context, objs []*blob.ListObject) error 
 	for _, obj := range objs {
 		if !obj.IsDir && !isStoreFile(obj.Key) {
 			keys = append(keys, obj.Key)
+		} else if base, ok := tempBase(obj.Key); ok {
+			keys = append(keys, base) // its check-in's intent, if live
 		}
 	}
-	refs, err := s.lookup(ctx, keys)
+	if len(keys) > 0 {
+		s.rep.Queries++
+	}
+	refs, err := s.lookup(ctx, s.o.DB, keys)
 	if err != nil {
 		return err
 	}
@@ -370,16 +467,13 @@ func (s *sweeper) sweepPage(ctx context.Context, objs []*blob.ListObject) error 
 		}
 		s.rep.Listed++
 		e := s.decide(obj, refs)
-		if e.Removed {
-			if e.Reason == Orphan {
-				if err := s.checkRegistryNotEmpty(ctx); err != nil {
-					return err
-				}
+		if e.Removed && !s.o.DryRun {
+			if e, err = s.remove(ctx, obj); err != nil {
+				return err
 			}
-			if !s.o.DryRun {
-				if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-					return fmt.Errorf("sweep: delete %s: %w", e.Object, storeErr(err))
-				}
+		} else if e.Removed && e.Reason == Orphan {
+			if err := s.checkRegistryNotEmpty(ctx, s.o.DB); err != nil {
+				return err
 			}
 		}
 		if err := s.emit(e); err != nil {
@@ -389,17 +483,94 @@ func (s *sweeper) sweepPage(ctx context.Context, objs []*blob.ListObject) error 
 	return nil
 }
 
+// remove deletes what decide chose to delete. A temporary file is
+// nobody's and goes at once. An object is deleted in a transaction holding
+// its key lock, after the decision is made again on what the registry and
+// the intents say under the lock (a check-in may have started to reuse it
+// since the page's look-up); stale intents go in the same transaction.
+func (s *sweeper) remove(ctx context.Context, obj *blob.ListObject) (Entry, error) {
+	if base, ok := tempBase(obj.Key); ok {
+		// No lock: no check-in reuses a temporary file, and one whose
+		// check-in is still live was kept by decide.
+		refs, err := s.lookup(ctx, s.o.DB, []string{base})
+		if err != nil {
+			return Entry{}, err
+		}
+		e := s.decide(obj, refs)
+		if e.Removed {
+			if err := s.o.Store.RemoveTempFile(obj.Key); err != nil {
+				return e, fmt.Errorf("sweep: remove %s: %w", e.Object, err)
+			}
+		}
+		return e, nil
+	}
+	var e Entry
+	err := registry.InTx(ctx, s.o.DB, func(tx *sql.Tx) error {
+		if err := registry.Lock(ctx, tx, s.dialect, obj.Key); err != nil {
+			return err
+		}
+		refs, err := s.lookup(ctx, tx, []string{obj.Key})
+		if err != nil {
+			return err
+		}
+		if e = s.decide(obj, refs); !e.Removed {
+			return nil
+		}
+		if e.Reason == Orphan {
+			if err := s.checkRegistryNotEmpty(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if _, err := registry.DropStaleIntents(ctx, tx, s.dialect, obj.Key, s.o.Grace.Milliseconds()); err != nil {
+			return err
+		}
+		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("sweep: delete %s: %w", e.Object, storeErr(err))
+		}
+		return nil
+	})
+	if err != nil && !strings.HasPrefix(err.Error(), "sweep: ") {
+		err = fmt.Errorf("sweep: %w", err)
+	}
+	return e, err
+}
+
 // decide is the whole policy for one listed object.
 func (s *sweeper) decide(obj *blob.ListObject, refs map[string]*Refs) Entry {
-	e := Entry{Key: obj.Key, Object: RedactKey(obj.Key), Size: obj.Size, ModTime: obj.ModTime, Age: s.age(obj.ModTime)}
+	now := s.now()
+	e := Entry{Key: obj.Key, Object: RedactKey(obj.Key), Size: obj.Size, ModTime: obj.ModTime, Age: age(now, obj.ModTime)}
 	if isStoreFile(obj.Key) {
 		e.Reason = TempFile
-		e.Detail = "a temporary file of an in-flight write, or the store's own sidecar: never deleted"
+		base, _ := tempBase(obj.Key)
+		switch {
+		case !claimcheck.IsTempKey(obj.Key):
+			e.Detail = "the store's own sidecar: never deleted (it goes with its object)"
+		case refs[base] != nil && refs[base].Intents > 0:
+			e.Detail = "a temporary file of a write whose check-in intent is live: in flight, whatever its age"
+		case obj.ModTime.IsZero() || e.Age <= s.o.Grace:
+			e.Detail = fmt.Sprintf("a temporary file of a write, %s old (grace period %s): it may still be in flight",
+				claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+		default:
+			e.Removed = true
+			e.Detail = fmt.Sprintf("a temporary file of a write that never finished, %s old (grace period %s): litter",
+				claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+		}
 		return e
 	}
 	r := refs[obj.Key]
 	e.Refs = r
-	if obj.ModTime.IsZero() || obj.ModTime.After(s.now) {
+	if r != nil && r.Intents > 0 {
+		e.Reason = CheckingIn
+		e.Detail = fmt.Sprintf("%d live check-in intent(s): a producer is checking it in and has not committed yet (intents are timed by the job database's clock)", r.Intents)
+		if r.Jobs > 0 {
+			e.Detail += "; " + describe(r)
+		}
+		return e
+	}
+	if r != nil && r.Jobs == 0 {
+		r = nil // only stale intents: their producers are gone
+	}
+	if obj.ModTime.IsZero() || obj.ModTime.After(now) {
 		e.Reason = Referenced
 		if r == nil {
 			e.Reason = TooYoung
@@ -417,6 +588,9 @@ func (s *sweeper) decide(obj *blob.ListObject, refs map[string]*Refs) Entry {
 		e.Removed, e.Reason = true, Orphan
 		e.Detail = fmt.Sprintf("no claims-registry row and %s old (grace period %s)",
 			claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+		if e.Refs != nil && e.Refs.StaleIntents > 0 {
+			e.Detail += fmt.Sprintf("; %d stale check-in intent(s) older than the grace period removed", e.Refs.StaleIntents)
+		}
 		return e
 	}
 	e.Reason = Referenced
@@ -454,11 +628,11 @@ func describe(r *Refs) string {
 	return "referenced by " + jobs + ": " + strings.Join(parts, ", ")
 }
 
-func (s *sweeper) age(t time.Time) time.Duration {
-	if t.IsZero() || t.After(s.now) {
+func age(now, t time.Time) time.Duration {
+	if t.IsZero() || t.After(now) {
 		return 0
 	}
-	return s.now.Sub(t)
+	return now.Sub(t)
 }
 
 // expiry is the expiry of the longest configured prefix of key, or 0.
@@ -497,20 +671,15 @@ FROM claimcheck_claim c LEFT JOIN river_job j ON j.id = c.job_id
 WHERE c.object_key IN (%s)
 GROUP BY c.object_key`
 
-// lookup runs one registry query for a page's keys.
-func (s *sweeper) lookup(ctx context.Context, keys []string) (map[string]*Refs, error) {
+// lookup runs one registry query and one intent query for keys, on q
+// (the database, or a deletion's transaction).
+func (s *sweeper) lookup(ctx context.Context, q registry.Querier, keys []string) (map[string]*Refs, error) {
 	refs := map[string]*Refs{}
 	if len(keys) == 0 {
 		return refs, nil
 	}
-	marks := make([]string, len(keys))
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		marks[i] = "$" + strconv.Itoa(i+1)
-		args[i] = k
-	}
-	s.rep.Queries++
-	rows, err := s.o.DB.QueryContext(ctx, fmt.Sprintf(lookupQuery, strings.Join(marks, ",")), args...)
+	marks, args := registry.Placeholders(keys, 1)
+	rows, err := q.QueryContext(ctx, fmt.Sprintf(lookupQuery, marks), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sweep: query the claims registry: %w", err)
 	}
@@ -527,13 +696,25 @@ func (s *sweeper) lookup(ctx context.Context, keys []string) (map[string]*Refs, 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sweep: read the claims registry: %w", err)
 	}
+	intents, err := registry.IntentCounts(ctx, q, s.dialect, keys, s.o.Grace.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	for k, n := range intents {
+		r := refs[k]
+		if r == nil {
+			r = &Refs{}
+			refs[k] = r
+		}
+		r.Intents, r.StaleIntents = n[0], n[1]
+	}
 	return refs, nil
 }
 
-func (s *sweeper) checkRegistryNotEmpty(ctx context.Context) error {
+func (s *sweeper) checkRegistryNotEmpty(ctx context.Context, q registry.Querier) error {
 	if s.registryEmpty == 0 {
 		var n int64
-		if err := s.o.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM claimcheck_claim LIMIT 1) AS t`).Scan(&n); err != nil {
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM claimcheck_claim LIMIT 1) AS t`).Scan(&n); err != nil {
 			return fmt.Errorf("sweep: query the claims registry: %w", err)
 		}
 		s.registryEmpty = 2
@@ -545,6 +726,55 @@ func (s *sweeper) checkRegistryNotEmpty(ctx context.Context) error {
 		return fmt.Errorf("sweep: %w: check that the job database is this store's (or allow an empty registry if no job was ever enqueued)", ErrEmptyRegistry)
 	}
 	return nil
+}
+
+// sweepUploads reports the store's incomplete multipart uploads under
+// prefix and aborts those initiated more than the grace period ago.
+func (s *sweeper) sweepUploads(ctx context.Context, prefix string) error {
+	return s.o.Store.IncompleteUploads(ctx, prefix, func(u claimcheck.IncompleteUpload) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e := Entry{Key: u.Key, Object: RedactKey(u.Key), Reason: IncompleteUpload, Size: u.Size, ModTime: u.Initiated, Age: age(s.now(), u.Initiated)}
+		s.rep.Listed++
+		refs, err := s.lookup(ctx, s.o.DB, []string{u.Key})
+		if err != nil {
+			return err
+		}
+		if r := refs[u.Key]; r != nil && r.Intents > 0 {
+			e.Refs = r
+			e.Detail = "a multipart upload whose check-in intent is live: in flight, whatever its age"
+			return s.emit(e)
+		}
+		if u.Initiated.IsZero() || e.Age <= s.o.Grace {
+			e.Detail = fmt.Sprintf("a multipart upload begun %s ago (grace period %s): it may still be in flight",
+				claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+			return s.emit(e)
+		}
+		e.Removed = true
+		e.Detail = fmt.Sprintf("a multipart upload begun %s ago and never completed (grace period %s): aborted, its parts freed",
+			claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+		if !s.o.DryRun {
+			if err := s.o.Store.AbortUpload(ctx, u); err != nil {
+				return fmt.Errorf("sweep: abort %s: %w", e.Object, err)
+			}
+		}
+		return s.emit(e)
+	})
+}
+
+// tempBase is the key a file store's temporary file is being written
+// for ("<key>.<hex>.tmp", fileblob's naming), if key is one.
+func tempBase(key string) (string, bool) {
+	if !claimcheck.IsTempKey(key) {
+		return "", false
+	}
+	base := strings.TrimSuffix(key, ".tmp")
+	i := strings.LastIndexByte(base, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return base[:i], true
 }
 
 // isStoreFile reports a key that is the store's own file rather than an
@@ -644,7 +874,7 @@ func isHex64(s string) bool {
 // SortedReasons lists the reasons of counts in a stable order: removed
 // reasons first.
 func SortedReasons(counts map[Reason]int) []Reason {
-	order := map[Reason]int{Orphan: 0, Expired: 1, Referenced: 2, TooYoung: 3, TempFile: 4, OtherPrefix: 5}
+	order := map[Reason]int{Orphan: 0, Expired: 1, TempFile: 2, IncompleteUpload: 3, Referenced: 4, CheckingIn: 5, TooYoung: 6, OtherPrefix: 7}
 	out := make([]Reason, 0, len(counts))
 	for r := range counts {
 		out = append(out, r)

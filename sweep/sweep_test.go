@@ -212,6 +212,11 @@ func TestSweepScenario(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.backdate(t, e, old)
+		// (e2) a temporary file of a write in flight: young, kept.
+		e2 := c + "." + fmt.Sprintf("%x", time.Now().UnixNano()) + ".tmp"
+		if err := os.WriteFile(b.path(e2), []byte("upload in flight"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		f := "other/team-report.csv"
 		if err := b.store.Bucket().WriteAll(b.ctx, f, []byte("someone else's object"), nil); err != nil {
 			t.Fatal(err)
@@ -223,7 +228,8 @@ func TestSweepScenario(t *testing.T) {
 			bKey:     "kept too-young",
 			c:        "kept referenced",
 			d:        "kept referenced",
-			e:        "kept temp-file",
+			e:        "removed temp-file",
+			e2:       "kept temp-file",
 			"other/": "kept other-prefix",
 		}
 		check := func(t *testing.T, rep *sweep.Report) {
@@ -231,7 +237,7 @@ func TestSweepScenario(t *testing.T) {
 			if got := decisions(rep); !equalMaps(got, want) {
 				t.Errorf("decisions:\n%s\nwant:\n%s", fmtMap(got), fmtMap(want))
 			}
-			if rep.Removed != 1 || rep.Kept != 5 || rep.Listed != 5 || rep.ByReason[sweep.Orphan] != 1 {
+			if rep.Removed != 2 || rep.Kept != 5 || rep.Listed != 6 || rep.ByReason[sweep.Orphan] != 1 || rep.RemovedByReason[sweep.TempFile] != 1 {
 				t.Errorf("removed %d kept %d listed %d by reason %v", rep.Removed, rep.Kept, rep.Listed, rep.ByReason)
 			}
 			for _, en := range rep.Entries {
@@ -254,7 +260,7 @@ func TestSweepScenario(t *testing.T) {
 		dry := b.sweep(t, sweep.Options{DryRun: true})
 		logReport(t, "dry run", dry)
 		check(t, dry)
-		for _, k := range []string{a, bKey, c, d, e, f} {
+		for _, k := range []string{a, bKey, c, d, e, e2, f} {
 			if !b.exists(t, k) {
 				t.Fatalf("the dry run deleted %s", k)
 			}
@@ -269,10 +275,13 @@ func TestSweepScenario(t *testing.T) {
 		if _, err := os.Stat(b.path(a) + ".attrs"); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("(a)'s sidecar is still there: %v", err)
 		}
-		for _, k := range []string{bKey, c, d, e, f} {
+		for _, k := range []string{bKey, c, d, e2, f} {
 			if !b.exists(t, k) {
 				t.Errorf("%s was deleted", k)
 			}
+		}
+		if b.exists(t, e) {
+			t.Error("(e) the old temporary file is still there")
 		}
 
 		again := b.sweep(t, sweep.Options{})

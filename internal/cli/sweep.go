@@ -24,6 +24,7 @@ type sweepSummary struct {
 	RemovedBytes int64                `json:"removed_bytes"`
 	Kept         int                  `json:"kept"`
 	ByReason     map[sweep.Reason]int `json:"by_reason"`
+	RemovedBy    map[sweep.Reason]int `json:"removed_by_reason"`
 	Pages        int                  `json:"pages"`
 	Queries      int                  `json:"registry_queries"`
 	Elapsed      string               `json:"elapsed"`
@@ -43,9 +44,16 @@ transaction has not committed yet is never touched). Prints every object it
 removed and kept, and why; --dry-run deletes nothing and prints the same.
 
 Never deleted: an object a job refers to (queued, running, retrying, dead,
-completed, or already pruned by River), an object younger than the grace
-period, a temporary file of an in-flight write, anything outside payloads/
-and results/.
+completed, or already pruned by River), an object a producer is still
+checking in (a live check-in intent, timed by the job database's clock), an
+object younger than the grace period, anything outside payloads/ and
+results/. Ages are measured against the store's own clock (the S3 server's,
+this host's for a file store), never this process's.
+
+Also removed, as litter of check-ins killed mid-write: a file store's
+temporary files (*.tmp) older than the grace period, and, on S3, incomplete
+multipart uploads under payloads/ and results/ begun more than the grace
+period ago (aborted, their parts freed). Both are listed.
 
 --expire-payloads and --expire-results enforce lifecycle expiry where the
 store has no lifecycle engine (the file store): an older object is deleted
@@ -171,7 +179,7 @@ func (p *sweepPrinter) entry(e sweep.Entry) error {
 
 func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
 	s := sweepSummary{DryRun: rep.DryRun, Grace: claimcheck.FormatDuration(rep.Grace), Prefixes: rep.Prefixes, Listed: rep.Listed,
-		Removed: rep.Removed, RemovedBytes: rep.RemovedBytes, Kept: rep.Kept, ByReason: rep.ByReason, Pages: rep.Pages, Queries: rep.Queries,
+		Removed: rep.Removed, RemovedBytes: rep.RemovedBytes, Kept: rep.Kept, ByReason: rep.ByReason, RemovedBy: rep.RemovedByReason, Pages: rep.Pages, Queries: rep.Queries,
 		Elapsed: rep.Elapsed.Round(time.Millisecond).String()}
 	if len(rep.Expiry) > 0 {
 		s.Expiry = map[string]string{}
@@ -191,15 +199,12 @@ func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
 	if rep.DryRun {
 		verb, keep = "dry run: would remove", "would keep"
 	}
-	var kept []string
+	var kept, removed []string
 	for _, r := range sweep.SortedReasons(rep.ByReason) {
-		if r != sweep.Orphan && r != sweep.Expired {
-			kept = append(kept, fmt.Sprintf("%s %d", r, rep.ByReason[r]))
+		if n := rep.ByReason[r] - rep.RemovedByReason[r]; n > 0 {
+			kept = append(kept, fmt.Sprintf("%s %d", r, n))
 		}
-	}
-	var removed []string
-	for _, r := range []sweep.Reason{sweep.Orphan, sweep.Expired} {
-		if n := rep.ByReason[r]; n > 0 {
+		if n := rep.RemovedByReason[r]; n > 0 {
 			removed = append(removed, fmt.Sprintf("%s %d", r, n))
 		}
 	}

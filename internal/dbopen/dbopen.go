@@ -240,3 +240,13 @@ func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error)
 	}
 	return db, nil
 }
+
+// DialectOf tells which kind of database an open *sql.DB is, from its
+// driver: PostgreSQL for pgx's database/sql driver, SQLite otherwise (the
+// only other driver Open uses).
+func DialectOf(db *sql.DB) Dialect {
+	if _, ok := db.Driver().(*stdlib.Driver); ok {
+		return Postgres
+	}
+	return SQLite
+}

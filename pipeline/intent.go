@@ -1,0 +1,141 @@
+package pipeline
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+
+	"gocloud.dev/gcerrors"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/registry"
+)
+
+// CheckIn checks r in for tenant as Store().CheckIn does, after committing
+// a check-in intent for the object's key to the job database (once the
+// payload is read and its key known, before anything is written at the key
+// or an object already there is reused). While the intent is live no sweep
+// deletes the object, whatever the clocks; EnqueueTx turns it into the
+// registry row. Check-ins that reuse an object serialise with deletions of
+// it (see internal/registry), so a reused object exists when CheckIn
+// returns, with its age refreshed.
+//
+// A ticket checked in here and never enqueued leaves its intent until a
+// sweep older than its grace period removes it (and then the object, as an
+// orphan). Inline tickets record nothing.
+//
+// Errors: Store.CheckIn's; the database's, wrapped with
+// claimcheck.ErrUnavailable, with nothing stored.
+func (p *Pipeline) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	var o claimcheck.CheckInOptions
+	if opts != nil {
+		o = *opts
+	}
+	recorded := false
+	hook := o.BeforeStore
+	o.BeforeStore = func(ctx context.Context, t *claimcheck.Ticket) error {
+		if hook != nil {
+			if err := hook(ctx, t); err != nil {
+				return err
+			}
+		}
+		if err := registry.RecordIntent(ctx, p.db, p.dialect, t.Key, t.Tenant, t.Created.UnixNano()); err != nil {
+			return fmt.Errorf("pipeline: %w: %w", err, claimcheck.ErrUnavailable)
+		}
+		recorded = true
+		return nil
+	}
+	t, err := p.store.CheckIn(ctx, tenant, r, &o)
+	if err != nil && recorded {
+		// Nothing to protect: the check-in left no object of its own (a
+		// failed check-in leaves none at its key).
+		p.dropIntent(ctx, t)
+	}
+	return t, err
+}
+
+// dropIntent removes t's intent, if any, best effort: one left behind only
+// keeps the object until a sweep past its grace period.
+func (p *Pipeline) dropIntent(ctx context.Context, t *claimcheck.Ticket) {
+	if t == nil || t.IsInline() {
+		return
+	}
+	_, _ = registry.DropIntent(context.WithoutCancel(ctx), p.db, t.Key, t.Created.UnixNano())
+}
+
+// anchor is EnqueueTx's guard against committing a ticket whose object is
+// gone: it removes t's check-in intent inside tx (the registry row written
+// in the same transaction takes over). Without an intent (a ticket from
+// Store().CheckIn, or one whose intent a sweep reclaimed after its grace
+// period), it takes the key's lock for the rest of tx and checks that the
+// object exists, so no deletion can come between that check and the commit.
+func (p *Pipeline) anchor(ctx context.Context, tx *sql.Tx, t *claimcheck.Ticket) error {
+	if t.IsInline() {
+		return nil
+	}
+	had, err := registry.DropIntent(ctx, tx, t.Key, t.Created.UnixNano())
+	if err != nil {
+		return fmt.Errorf("pipeline: enqueue %s: %w", t, err)
+	}
+	if had {
+		return nil
+	}
+	if err := registry.Lock(ctx, tx, p.dialect, t.Key); err != nil {
+		return fmt.Errorf("pipeline: enqueue %s: %w", t, err)
+	}
+	ok, err := p.store.Bucket().Exists(ctx, t.Key)
+	if err != nil {
+		return fmt.Errorf("pipeline: enqueue %s: look up its object (code %v): %w", t, gcerrors.Code(err), claimcheck.ErrUnavailable)
+	}
+	if !ok {
+		return fmt.Errorf("pipeline: enqueue %s: its object is gone (deleted as an orphan before the job was written: check the payload in again): %w", t, claimcheck.ErrPayloadMissing)
+	}
+	return nil
+}
+
+// discard deletes the object t's check-in stored (or reused) for a job
+// that was not written, unless a registry row or another check-in intent
+// holds it; t's own intent goes with it.
+func (p *Pipeline) discard(ctx context.Context, t *claimcheck.Ticket) error {
+	_, err := p.deleteUnheld(context.WithoutCancel(ctx), t, func(tx *sql.Tx) error {
+		_, err := registry.DropIntent(ctx, tx, t.Key, t.Created.UnixNano())
+		return err
+	})
+	return err
+}
+
+// deleteUnheld is the one way the pipeline deletes an object: in a
+// transaction holding the key's lock, it runs release (which removes the
+// caller's own hold: a registry row or an intent), then deletes the object
+// from the store if no registry row and no check-in intent is left,
+// committing after the store's delete (a failed delete rolls release back).
+// It reports whether the object was deleted.
+func (p *Pipeline) deleteUnheld(ctx context.Context, t *claimcheck.Ticket, release func(*sql.Tx) error) (bool, error) {
+	if t == nil || t.IsInline() {
+		return false, nil
+	}
+	deleted := false
+	err := registry.InTx(ctx, p.db, func(tx *sql.Tx) error {
+		if err := registry.Lock(ctx, tx, p.dialect, t.Key); err != nil {
+			return err
+		}
+		if err := release(tx); err != nil {
+			return err
+		}
+		rows, intents, err := registry.Holders(ctx, tx, t.Key)
+		if err != nil || rows+intents > 0 {
+			return err
+		}
+		if err := p.store.Bucket().Delete(ctx, t.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("delete object (code %v): %w", gcerrors.Code(err), claimcheck.ErrUnavailable)
+		}
+		deleted = true
+		return nil
+	})
+	if err != nil && !errors.Is(err, claimcheck.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", err, claimcheck.ErrUnavailable)
+	}
+	return deleted, err
+}

@@ -1,0 +1,319 @@
+package sweep_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/pipeline"
+	"github.com/claimcheck/claimcheck/sweep"
+)
+
+// s3TestStore opens a fresh bucket of its own on the S3 server of
+// CLAIMCHECK_TEST_S3_URL (SeaweedFS: scripts/seaweedfs.sh), emptied and
+// deleted when t ends; it skips t when the variable is unset (and fails
+// when CI is set).
+func s3TestStore(t *testing.T, opts *claimcheck.Options) *claimcheck.Store {
+	t.Helper()
+	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
+	if raw == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI is set but CLAIMCHECK_TEST_S3_URL is not")
+		}
+		t.Skip("CLAIMCHECK_TEST_S3_URL is not set, so there is no S3 server: " +
+			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
+	}
+	ctx := context.Background()
+	shared, err := claimcheck.OpenStore(ctx, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	var client *s3.Client
+	if !shared.Bucket().As(&client) {
+		t.Fatal("no S3 client behind the s3:// store")
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	name := "claimcheck-sweep-" + hex.EncodeToString(rnd[:])
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(raw)
+	u.Host = name
+	store, err := claimcheck.OpenStore(ctx, u.String(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = store.IncompleteUploads(ctx, "", func(up claimcheck.IncompleteUpload) error { return store.AbortUpload(ctx, up) })
+		it := store.Bucket().List(nil)
+		for {
+			obj, err := it.Next(ctx)
+			if err != nil {
+				break
+			}
+			_ = store.Bucket().Delete(ctx, obj.Key)
+		}
+		store.Close()
+		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)}); err != nil {
+			t.Errorf("delete bucket %s: %v", name, err)
+		}
+	})
+	return store
+}
+
+// stores runs fn on SQLite with a file store and on PostgreSQL with a file
+// store and, when CLAIMCHECK_TEST_S3_URL is set, with SeaweedFS.
+func stores(t *testing.T, fn func(t *testing.T, b *bundle)) {
+	t.Run("sqlite+file", func(t *testing.T) { fn(t, setup(t, "")) })
+	t.Run("postgres+file", func(t *testing.T) { fn(t, setup(t, dbtest.Postgres(t))) })
+	t.Run("postgres+s3", func(t *testing.T) {
+		database := dbtest.Postgres(t)
+		store := s3TestStore(t, &claimcheck.Options{AlwaysOffload: true, SpoolDir: t.TempDir()})
+		b := &bundle{ctx: t.Context(), store: store}
+		var err error
+		if b.pipe, err = pipeline.Open(b.ctx, pipeline.Config{Database: database, Store: store}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.pipe.Close() })
+		fn(t, b)
+	})
+}
+
+// holdLock blocks every writer of the registry's claimcheck_claim table
+// until the returned function is called: on PostgreSQL a LOCK TABLE in
+// EXCLUSIVE mode (readers, such as the sweep's look-ups, still read), on
+// SQLite the database's write lock (BEGIN IMMEDIATE), held by a
+// connection of its own.
+func holdLock(t *testing.T, b *bundle, database string) func() {
+	t.Helper()
+	target, err := dbopen.Parse(database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := dbopen.Open(b.ctx, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if target.Dialect == dbopen.Postgres {
+		_, err = tx.ExecContext(b.ctx, `LOCK TABLE claimcheck_claim IN EXCLUSIVE MODE`)
+	} else {
+		_, err = tx.ExecContext(b.ctx, `INSERT INTO claimcheck_intent (object_key, ticket_ns, tenant, recorded_ms) VALUES ('lock', 0, 'lock', 0)`)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { _ = tx.Rollback(); _ = db.Close() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// A producer pauses between its upload and its commit (its transaction
+// waits on a lock another connection holds on the job database) while a
+// sweeper whose clock runs two hours ahead sweeps with the shortest grace
+// period (1 h): every object looks two hours old, so without the check-in
+// intent the fresh payload would be deleted as an orphan, and the job
+// would die payload-missing on attempt 1. The producer then commits, and
+// the job completes.
+func TestSweepClockAheadProducerPaused(t *testing.T) {
+	stores(t, func(t *testing.T, b *bundle) {
+		database := b.database(t)
+		body := strings.Repeat("a payload acknowledged to its producer. ", 4096)
+		tk, err := b.pipe.CheckIn(b.ctx, tenant, strings.NewReader(body), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The sweeper: its own connection to the job database, as a
+		// separate process has.
+		sweeper := b.second(t, database)
+		release := holdLock(t, b, database)
+		type result struct {
+			res *pipeline.EnqueueResult
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			res, err := b.enqueueTx(tk)
+			done <- result{res, err}
+		}()
+
+		ahead := func() time.Time { return time.Now().Add(2 * time.Hour) }
+		rep, err := sweep.Sweep(b.ctx, sweep.Options{Store: b.store, DB: sweeper.DB(), Grace: time.Hour, Now: ahead, AllowEmptyRegistry: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logReport(t, "sweeper clock 2h ahead, producer paused between upload and commit", rep)
+		if got := decisions(rep)[tk.Key]; got != "kept checking-in" {
+			t.Errorf("the paused producer's object: %q, want kept checking-in", got)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the producer committed while the lock was held: %+v, %v", r.res, r.err)
+		default:
+		}
+		release()
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("the producer's enqueue: %v", r.err)
+		}
+		var got string
+		b.work(t, "paused", func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
+			rd, err := job.Payload.Open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer rd.Close()
+			b, err := io.ReadAll(rd)
+			got = string(b)
+			return nil, err
+		})
+		if st := b.state(t, r.res.JobID); st != "completed" || got != body {
+			j, _ := b.pipe.Get(b.ctx, r.res.JobID)
+			t.Fatalf("job %d is %s (%+v), handler saw %d bytes; want completed with the %d-byte payload", r.res.JobID, st, j, len(got), len(body))
+		}
+		t.Logf("producer committed after the sweep; job %d completed on attempt 1", r.res.JobID)
+	})
+}
+
+// One goroutine checks the same bytes in again and again (each round a new
+// job that reuses the object), each job's reference is released on
+// acknowledgement (delete-on-ack: the object goes with the last reference),
+// and a sweeper whose clock runs two days ahead sweeps all the while: every
+// unreferenced object is an orphan to it. Every job enqueued must claim its
+// payload.
+func TestSweepReuseRace(t *testing.T) {
+	rounds := 1000
+	if testing.Short() {
+		rounds = 100
+	}
+	stores(t, func(t *testing.T, b *bundle) {
+		body := strings.Repeat("the same bytes, checked in again and again. ", 64)
+		var (
+			losses, releasedDeletes, sweptDeletes atomic.Int64
+			stop                                  = make(chan struct{})
+			wg                                    sync.WaitGroup
+			acked                                 = make(chan *pipeline.EnqueueResult, 4)
+		)
+		wg.Go(func() { // releases
+			for res := range acked {
+				deleted, err := b.pipe.Release(b.ctx, res.JobID, res.Ticket)
+				if err != nil {
+					t.Errorf("release job %d: %v", res.JobID, err)
+					continue
+				}
+				if deleted {
+					releasedDeletes.Add(1)
+				}
+			}
+		})
+		wg.Go(func() { // sweeps
+			ahead := func() time.Time { return time.Now().Add(2 * day) }
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rep, err := sweep.Sweep(b.ctx, sweep.Options{Store: b.store, DB: b.pipe.DB(), Grace: time.Hour, Now: ahead, AllowEmptyRegistry: true})
+				if err != nil {
+					if b.ctx.Err() == nil {
+						t.Errorf("sweep: %v", err)
+					}
+					return
+				}
+				sweptDeletes.Add(int64(rep.RemovedByReason[sweep.Orphan]))
+			}
+		})
+		start := time.Now()
+		for i := range rounds {
+			res, err := b.pipe.Enqueue(b.ctx, "reuse", tenant, strings.NewReader(body), nil)
+			if err != nil {
+				t.Fatalf("round %d: enqueue: %v", i, err)
+			}
+			p, err := b.store.Claim(res.Ticket)
+			if err == nil {
+				err = p.Verify(b.ctx)
+				p.Close()
+			}
+			if err != nil {
+				losses.Add(1)
+				t.Errorf("round %d: job %d cannot claim its payload: %v", i, res.JobID, err)
+			}
+			acked <- res
+		}
+		close(acked)
+		close(stop)
+		wg.Wait()
+		t.Logf("%d rounds in %s: %d losses; the object was deleted %d times by a release and %d times by the sweeper in between",
+			rounds, time.Since(start).Round(time.Millisecond), losses.Load(), releasedDeletes.Load(), sweptDeletes.Load())
+		if releasedDeletes.Load()+sweptDeletes.Load() == 0 {
+			t.Error("no deletion ever came between two check-ins: the race was not exercised")
+		}
+	})
+}
+
+// database is the bundle's job database URL.
+func (b *bundle) database(t *testing.T) string {
+	t.Helper()
+	var file string
+	if dbopen.DialectOf(b.pipe.DB()) == dbopen.SQLite {
+		if err := b.pipe.DB().QueryRowContext(b.ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	var schema string
+	if err := b.pipe.DB().QueryRowContext(b.ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(os.Getenv(dbtest.EnvPostgresURL))
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// second opens another pipeline on the same job database and store: what
+// a separate process (a sweeper, a worker) has.
+func (b *bundle) second(t *testing.T, database string) *pipeline.Pipeline {
+	t.Helper()
+	p, err := pipeline.Open(b.ctx, pipeline.Config{Database: database, Store: b.store, SkipMigrations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func (b *bundle) enqueueTx(tk *claimcheck.Ticket) (*pipeline.EnqueueResult, error) {
+	tx, err := b.pipe.DB().BeginTx(b.ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, err := b.pipe.EnqueueTx(b.ctx, tx, "paused", tk, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res, tx.Commit()
+}
