@@ -348,9 +348,9 @@ func TestSweepCommand(t *testing.T) {
 		regexp.MustCompile(`(?m)^kept +too-young +.*payloads/acme/…[0-9a-f]{12} +no claims-registry row yet, but only 1h old`),
 		regexp.MustCompile(`(?m)^kept +referenced +.*payloads/acme/…[0-9a-f]{12} +referenced by job 1: 1 pending$`),
 		regexp.MustCompile(`(?m)^kept +referenced +.*30d +payloads/acme/…[0-9a-f]{12} +referenced by job 2: 1 pruned by River`),
-		regexp.MustCompile(`(?m)^kept +temp-file +.*payloads/acme/…[0-9a-f]{12}\.tmp `),
+		regexp.MustCompile(`(?m)^would remove +temp-file +.*2d +payloads/acme/…[0-9a-f]{12}\.tmp +a temporary file of a write that never finished`),
 		regexp.MustCompile(`(?m)^kept +other-prefix +.*other/… `),
-		regexp.MustCompile(`(?m)^dry run: would remove 1 object \(orphan 1; \d+ B\), would keep 5 objects \(referenced 2, too-young 1, temp-file 1, other-prefix 1\); listed 5 under payloads/ and results/ in 2 pages$`),
+		regexp.MustCompile(`(?m)^dry run: would remove 2 objects \(orphan 1, temp-file 1; \d+ B\), would keep 4 objects \(referenced 2, too-young 1, other-prefix 1\); listed 5 under payloads/ and results/ in 2 pages$`),
 	}
 	for _, re := range want {
 		if !re.MatchString(r.stdout) {
@@ -386,16 +386,19 @@ func TestSweepCommand(t *testing.T) {
 			t.Errorf("sweep --json shows a key without --reveal: %q", e.Key)
 		}
 	}
-	if want := map[string]int{"true orphan": 1, "false too-young": 1, "false referenced": 2, "false temp-file": 1, "false other-prefix": 1}; fmt.Sprint(reasons) != fmt.Sprint(want) {
+	if want := map[string]int{"true orphan": 1, "false too-young": 1, "false referenced": 2, "true temp-file": 1, "false other-prefix": 1}; fmt.Sprint(reasons) != fmt.Sprint(want) {
 		t.Errorf("sweep --json entries %v, want %v", reasons, want)
 	}
-	if s := got.Summary; s.Removed != 1 || s.Kept != 5 || s.Listed != 5 || s.DryRun || s.Grace != "1d" {
+	if s := got.Summary; s.Removed != 2 || s.Kept != 4 || s.Listed != 5 || s.DryRun || s.Grace != "1d" || s.RemovedBy["temp-file"] != 1 {
 		t.Errorf("sweep --json summary %+v", s)
 	}
 	if sd.exists(sd.a) {
 		t.Error("(a) the old orphan survived the sweep")
 	}
-	for _, k := range []string{sd.b, sd.c, sd.d, sd.e, sd.f} {
+	if sd.exists(sd.e) {
+		t.Error("(e) the old temporary file survived the sweep")
+	}
+	for _, k := range []string{sd.b, sd.c, sd.d, sd.f} {
 		if !sd.exists(k) {
 			t.Errorf("%s was deleted", k)
 		}
