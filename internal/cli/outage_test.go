@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,18 +106,30 @@ func TestWorkStalledStoreIsRetried(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	done := make(chan result, 1)
+	var errOut syncBuffer // work's standard error, read while it runs
 	go func() {
-		var out, errOut strings.Builder
+		var out strings.Builder
 		code := Run(ctx, []string{"--data", b.data, "--store", store, "work", "--kind", kind, "--until-empty", "--exec", "--", "cat"},
 			strings.NewReader(""), &out, &errOut)
 		done <- result{out.String(), errOut.String(), code}
 	}()
 
-	// The first attempt fails as store-unavailable within the bound.
+	// The first attempt fails as store-unavailable within the bound: the
+	// job records the error, or (when the attempt is given back, not
+	// spent) work reports it.
 	var failed string
 	for failed == "" {
 		if time.Since(frozen) > 30*time.Second {
-			t.Fatal("no attempt failed within 30 s of the store falling silent")
+			t.Fatalf("no attempt failed within 30 s of the store falling silent; work said:\n%s", errOut.String())
+		}
+		for _, line := range strings.Split(errOut.String(), "\n") {
+			if strings.Contains(line, "store-unavailable") {
+				failed = line
+				break
+			}
+		}
+		if failed != "" {
+			break
 		}
 		time.Sleep(200 * time.Millisecond)
 		var in struct {
@@ -131,12 +145,10 @@ func TestWorkStalledStoreIsRetried(t *testing.T) {
 		if in.Job.State == "completed" || in.Job.State == "discarded" || in.Job.State == "cancelled" {
 			t.Fatalf("job %s while the store is silent: %+v", in.Job.State, in.Job)
 		}
-		if in.Job.Error != "" {
-			failed = in.Job.Error
-			if !strings.Contains(failed, "store-unavailable") || !strings.Contains(failed, "no progress on the connection to "+proxy.Addr()) {
-				t.Fatalf("attempt failed with %q, want store-unavailable naming %s", failed, proxy.Addr())
-			}
-		}
+		failed = in.Job.Error
+	}
+	if !strings.Contains(failed, "store-unavailable") || !strings.Contains(failed, "no progress on the connection to "+proxy.Addr()) {
+		t.Fatalf("attempt failed with %q, want store-unavailable naming %s", failed, proxy.Addr())
 	}
 	t.Logf("attempt failed %v after the store fell silent: %s", time.Since(frozen).Round(time.Millisecond), failed)
 
@@ -155,4 +167,22 @@ func TestWorkStalledStoreIsRetried(t *testing.T) {
 		t.Fatalf("after the store answered again: %+v (%v), want one completed job", final, err)
 	}
 	t.Logf("completed %v after the store fell silent, attempts %d", time.Since(frozen).Round(time.Millisecond), final[0].Attempts)
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
