@@ -61,24 +61,11 @@ type lazyHandler struct{ Handler }
 // handler's error is returned wrapped; a failed result check-in is returned
 // as the store reported it.
 func (s *Store) Work(ctx context.Context, job *Job, t *Ticket, h Handler) (*Ticket, error) {
-	if job.Tenant != t.Tenant {
-		return nil, fmt.Errorf("claimcheck: job for tenant %q carries a ticket of %s: %w", job.Tenant, t, ErrTicketInvalid)
-	}
-	p, err := s.Claim(t)
+	res, done, err := s.Run(ctx, job, t, h)
 	if err != nil {
 		return nil, err
 	}
-	defer p.Close()
-	job.Payload = p
-	if _, lazy := h.(lazyHandler); !lazy {
-		if err := p.Verify(ctx); err != nil {
-			return nil, err
-		}
-	}
-	res, err := h.Handle(ctx, job)
-	if err != nil {
-		return nil, fmt.Errorf("claimcheck: handler %s for %s: %w", job.Kind, t, err)
-	}
+	defer done()
 	if res == nil || res.Body == nil {
 		return nil, nil
 	}
@@ -87,4 +74,39 @@ func (s *Store) Work(ctx context.Context, job *Job, t *Ticket, h Handler) (*Tick
 		return nil, fmt.Errorf("claimcheck: check in result of %s: %w", job.Kind, err)
 	}
 	return rt, nil
+}
+
+// Run is Work without the result's check-in: it claims and verifies the
+// payload, runs the handler and returns its result (nil if none), for a
+// worker that checks the result in itself and retries that step alone.
+// Call done once the result is checked in: it releases the payload and
+// closes the result's Body if it is an io.Closer. On error done is nil.
+func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *Result, done func(), err error) {
+	if job.Tenant != t.Tenant {
+		return nil, nil, fmt.Errorf("claimcheck: job for tenant %q carries a ticket of %s: %w", job.Tenant, t, ErrTicketInvalid)
+	}
+	p, err := s.Claim(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	job.Payload = p
+	if _, lazy := h.(lazyHandler); !lazy {
+		if err := p.Verify(ctx); err != nil {
+			p.Close()
+			return nil, nil, err
+		}
+	}
+	res, err = h.Handle(ctx, job)
+	if err != nil {
+		p.Close()
+		return nil, nil, fmt.Errorf("claimcheck: handler %s for %s: %w", job.Kind, t, err)
+	}
+	return res, func() {
+		if res != nil {
+			if c, ok := res.Body.(io.Closer); ok {
+				c.Close()
+			}
+		}
+		p.Close()
+	}, nil
 }

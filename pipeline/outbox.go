@@ -127,7 +127,7 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		return fmt.Errorf("pipeline: relay: %w", err)
 	}
 	queue := outboxQueue(opts.Destination)
-	return p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty)
+	return p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty, drainOptions{})
 }
 
 type relayWorker struct {

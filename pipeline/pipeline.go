@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"regexp"
 	"strings"
 	"time"
@@ -41,7 +40,7 @@ import (
 // Defaults, each overridable in Config.
 const (
 	// DefaultMaxAttempts bounds attempts of a job failing transiently.
-	DefaultMaxAttempts = 5
+	DefaultMaxAttempts = claimcheck.DefaultMaxAttempts
 	// DefaultJobTimeout suits large payloads (River's own default is 1 min).
 	DefaultJobTimeout = 30 * time.Minute
 	// DefaultDeadLetterRetention keeps dead letters (cancelled and discarded
@@ -53,8 +52,25 @@ const (
 	DefaultMaxMessageSize = 256 << 10
 	// DefaultRetryBase is the first retry's delay; each later retry doubles
 	// it, up to five minutes, with jitter.
-	DefaultRetryBase = time.Second
+	DefaultRetryBase = claimcheck.DefaultRetryBase
+	// DefaultLease is how long a running job is held for its worker after
+	// the worker last renewed it (every quarter lease while the handler
+	// runs). A job whose worker died is rescued within the lease plus the
+	// rescuer's interval (30 s, River's): 2.5 min with the defaults.
+	DefaultLease = 2 * time.Minute
 )
+
+// rescuerInterval is how often River's rescuer looks for jobs whose lease
+// expired (River's JobRescuerIntervalDefault, not configurable).
+const rescuerInterval = 30 * time.Second
+
+// DefaultRetryWindow is the retry window of a pipeline with the default job
+// timeout and lease and maxAttempts attempts (claimcheck.RetryWindow): how
+// long unavailable infrastructure is retried, and the retry window that
+// retention must cover.
+func DefaultRetryWindow(maxAttempts int) time.Duration {
+	return claimcheck.RetryWindow(maxAttempts, DefaultJobTimeout, DefaultLease)
+}
 
 // riverKind is the River job kind of every claimcheck job; the claimcheck
 // kind travels in the args and names the queue.
@@ -100,6 +116,13 @@ type Config struct {
 	MaxMessageSize int64
 	// RetryBase is the first retry's delay. Default DefaultRetryBase.
 	RetryBase time.Duration
+	// Lease is how long a running job stays with its worker after the last
+	// renewal; see DefaultLease. Default DefaultLease.
+	Lease time.Duration
+	// Retry is the retry policy; its MaxAttempts and Base are taken from
+	// MaxAttempts and RetryBase, its Window defaults to
+	// claimcheck.RetryWindow(MaxAttempts, JobTimeout, Lease).
+	Retry claimcheck.RetryPolicy
 	// Logger receives River's and the workers' logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -142,6 +165,14 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = DefaultRetryBase
 	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	cfg.Retry.MaxAttempts, cfg.Retry.Base = cfg.MaxAttempts, cfg.RetryBase
+	if cfg.Retry.Window <= 0 {
+		cfg.Retry.Window = claimcheck.RetryWindow(cfg.MaxAttempts, cfg.JobTimeout, cfg.Lease)
+	}
+	cfg.Retry = cfg.Retry.WithDefaults()
 	if need := claimcheck.InlineTicketSize(cfg.Store.InlineThreshold()) + argsOverhead; need > cfg.MaxMessageSize {
 		return nil, fmt.Errorf("pipeline: inline threshold of %d bytes makes job arguments of up to %d bytes, above the maximum message size of %d bytes: %w",
 			cfg.Store.InlineThreshold(), need, cfg.MaxMessageSize, claimcheck.ErrConfig)
@@ -176,14 +207,16 @@ func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 	return &river.Config{
 		CancelledJobRetentionPeriod: p.cfg.DeadLetterRetention,
 		DiscardedJobRetentionPeriod: p.cfg.DeadLetterRetention,
-		JobTimeout:                  p.cfg.JobTimeout,
-		RescueStuckJobsAfter:        p.cfg.JobTimeout + time.Minute,
-		MaxAttempts:                 p.cfg.MaxAttempts,
-		RetryPolicy:                 retryPolicy{base: p.cfg.RetryBase},
-		Logger:                      p.logger,
-		Workers:                     workers,
-		FetchPollInterval:           100 * time.Millisecond,
-		FetchCooldown:               20 * time.Millisecond,
+		// Workers apply the job timeout themselves; River's timeout is the
+		// lease, after which its rescuer takes a job whose heartbeat stopped.
+		JobTimeout:           p.cfg.Lease,
+		RescueStuckJobsAfter: p.cfg.Lease,
+		MaxAttempts:          p.cfg.MaxAttempts,
+		RetryPolicy:          retryPolicy{p.cfg.Retry},
+		Logger:               p.logger,
+		Workers:              workers,
+		FetchPollInterval:    100 * time.Millisecond,
+		FetchCooldown:        20 * time.Millisecond,
 	}
 }
 
@@ -226,18 +259,11 @@ func ValidateKind(kind string) error {
 	return nil
 }
 
-// retryPolicy doubles the delay from base per attempt, capped at five
-// minutes, with up to 20% jitter so retries of a burst spread out.
-type retryPolicy struct{ base time.Duration }
+// retryPolicy is claimcheck.RetryPolicy as River's retry policy.
+type retryPolicy struct{ p claimcheck.RetryPolicy }
 
 func (r retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	d := r.base
-	for i := 1; i < job.Attempt && d < 5*time.Minute; i++ {
-		d *= 2
-	}
-	d = min(d, 5*time.Minute)
-	d += time.Duration(rand.Int64N(int64(d)/5 + 1))
-	return time.Now().Add(d)
+	return time.Now().Add(r.p.Delay(job.Attempt))
 }
 
 // jobArgs are the River arguments of every claimcheck job: the ticket and
@@ -281,6 +307,9 @@ func compactJSON(b []byte) []byte {
 // jobOutput is what a completed job records as its River output.
 type jobOutput struct {
 	Result json.RawMessage `json:"result,omitempty"`
+	// UnavailableSince is when the job's current run of attempts that met
+	// unavailable infrastructure began (RetryPolicy.Window).
+	UnavailableSince time.Time `json:"unavailable_since,omitzero"`
 }
 
 // ErrJobNotFound is returned (wrapped) for a job id that does not exist.

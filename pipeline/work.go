@@ -2,17 +2,28 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/claimcheck/claimcheck"
 )
+
+// DefaultDrainTimeout is how long Work lets running handlers finish once
+// it is asked to stop.
+const DefaultDrainTimeout = 30 * time.Second
 
 // WorkOptions configure Work.
 type WorkOptions struct {
@@ -23,22 +34,76 @@ type WorkOptions struct {
 	// UntilEmpty returns once no job of the handled kinds is waiting,
 	// running or due for a retry. Otherwise Work runs until ctx is done.
 	UntilEmpty bool
-	// OnDone, if set, is called after each attempt with the job id, its
-	// kind and the attempt's error (nil on success).
-	OnDone func(jobID int64, kind string, err error)
+	// DrainTimeout is how long, once ctx is done, running handlers may
+	// finish: Work takes no more jobs, and a job still running at the
+	// deadline goes back to its queue without spending an attempt (its
+	// handler's context is cancelled). Default DefaultDrainTimeout;
+	// negative: release at once.
+	DrainTimeout time.Duration
+	// Abort, if set, ends a drain at once when closed: running handlers'
+	// contexts are cancelled and their jobs go back to the queue without
+	// spending an attempt (the command's second interrupt).
+	Abort <-chan struct{}
+	// Notify, if set, receives one line for an operator each time Work
+	// waits on something: the jobs a drain waits for, the jobs it returns
+	// to the queue, the jobs UntilEmpty waits for and when each would be
+	// rescued.
+	Notify func(msg string)
+	// OnDone, if set, is called after each attempt with its outcome.
+	OnDone func(Outcome)
+}
+
+// JobState is the state of a job after an attempt, the same for jobs from
+// the job database and from a broker.
+type JobState string
+
+const (
+	// JobCompleted: the handler succeeded and its result is recorded.
+	JobCompleted JobState = "completed"
+	// JobRetrying: the attempt failed transiently; the job is retried with
+	// backoff and the attempt is spent.
+	JobRetrying JobState = "retrying"
+	// JobWaiting: infrastructure was unavailable; the job is retried with
+	// backoff without spending the attempt (RetryPolicy.Window).
+	JobWaiting JobState = "waiting"
+	// JobDead: the job is in the dead letters (Reason says why).
+	JobDead JobState = "dead"
+	// JobReleased: the worker stopped before the handler finished (drain
+	// deadline, abort); the job is back in its queue, attempt not spent.
+	JobReleased JobState = "released"
+)
+
+// Outcome is what one attempt came to.
+type Outcome struct {
+	JobID   int64
+	Kind    string
+	Attempt int
+	State   JobState
+	// Reason is claimcheck.Reason(Err) for a failed attempt.
+	Reason string
+	// Err is the attempt's error, nil on success.
+	Err error
 }
 
 // Work runs workers for the given kinds. Each job's payload is claimed and
-// verified before its handler runs (see claimcheck.Store.Work). A permanent
-// failure (missing or corrupt payload, bad ticket, a handler's
-// claimcheck.Permanent error) dead-letters the job on that attempt, with its
-// reason recorded; a transient one is retried with backoff up to the maximum
-// attempts, then dead-lettered. A result is checked in under the results
-// prefix and its ticket recorded as the job's output.
+// verified before its handler runs (see claimcheck.Store.Work). Failures
+// follow the pipeline's claimcheck.RetryPolicy: a permanent failure
+// (missing or corrupt payload, bad ticket, a handler's claimcheck.Permanent
+// error) dead-letters the job on that attempt, with its reason recorded; a
+// transient one is retried with backoff up to the maximum attempts, then
+// dead-lettered; unavailable infrastructure is retried without spending an
+// attempt for the policy's window. Once the handler has succeeded, its
+// result's check-in, registry row and the job's completion are retried on
+// their own until they succeed or the job timeout runs out: the handler is
+// not run again for a later step's transient failure.
 //
-// Work returns nil when ctx is done or, with UntilEmpty, when the kinds'
-// queues are empty. Errors: ErrConfig for no handlers or an invalid kind;
-// River's start and stop errors, wrapped.
+// While a handler runs, its job's lease (Config.Lease) is renewed; a job
+// whose worker died is rescued by any running worker once its lease has
+// expired, and a job on a live worker is never taken from it.
+//
+// Work returns nil when ctx is done (after draining, see DrainTimeout) or,
+// with UntilEmpty, when the kinds' queues are empty. Errors: ErrConfig for
+// no handlers or an invalid kind; River's start and stop errors, wrapped.
 func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 	if len(opts.Handlers) == 0 {
 		return fmt.Errorf("pipeline: work: no handlers: %w", claimcheck.ErrConfig)
@@ -55,35 +120,79 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 		queues[kind] = river.QueueConfig{MaxWorkers: opts.Concurrency}
 		kinds = append(kinds, kind)
 	}
+	slices.Sort(kinds)
+	w := &worker{p: p, handlers: opts.Handlers, onDone: opts.OnDone, running: newRunning()}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely[jobArgs](workers, &worker{p: p, handlers: opts.Handlers, onDone: opts.OnDone}); err != nil {
+	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
 	}
-	return p.runClient(ctx, workers, queues, kinds, opts.UntilEmpty)
+	return p.runClient(ctx, workers, queues, kinds, opts.UntilEmpty, drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify, running: w.running})
+}
+
+// drainOptions say how runClient stops.
+type drainOptions struct {
+	timeout time.Duration
+	abort   <-chan struct{}
+	notify  func(string)
+	running *running // nil: the relay, whose publishes end on their own
+}
+
+func (d drainOptions) say(format string, args ...any) {
+	if d.notify != nil {
+		d.notify(fmt.Sprintf(format, args...))
+	}
 }
 
 // runClient runs a River client working queues until ctx is done or, with
-// untilEmpty, until none of them holds a pending job.
-func (p *Pipeline) runClient(ctx context.Context, workers *river.Workers, queues map[string]river.QueueConfig, names []string, untilEmpty bool) error {
+// untilEmpty, until none of them holds a pending job; then it drains.
+func (p *Pipeline) runClient(ctx context.Context, workers *river.Workers, queues map[string]river.QueueConfig, names []string, untilEmpty bool, d drainOptions) error {
 	cfg := p.riverConfig(workers)
 	cfg.Queues = queues
 	client, err := river.NewClient(p.driver, cfg)
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := client.Start(runCtx); err != nil {
+	// River cancels running jobs when Start's context is done: detach it,
+	// so that ctx only starts the drain below.
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("pipeline: start workers: %w", err)
 	}
 	if untilEmpty {
-		err = p.waitEmpty(runCtx, names)
+		err = p.waitEmpty(ctx, names, d)
 	} else {
-		<-runCtx.Done()
+		<-ctx.Done()
 	}
-	stopCtx, stopCancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.JobTimeout)
-	defer stopCancel()
-	if serr := client.Stop(stopCtx); serr != nil && err == nil && ctx.Err() == nil {
+	if d.timeout == 0 {
+		d.timeout = DefaultDrainTimeout
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- client.Stop(context.WithoutCancel(ctx)) }()
+	if ctx.Err() != nil && d.running != nil {
+		if ids := d.running.list(); len(ids) > 0 {
+			d.say("stopping: taking no more jobs; waiting up to %s for %s to finish (interrupt again to stop at once)", d.timeout, ids)
+		}
+	}
+	var serr error
+	if d.running == nil {
+		serr = <-stopped
+	} else {
+		deadline := time.NewTimer(max(d.timeout, 0))
+		defer deadline.Stop()
+		select {
+		case serr = <-stopped:
+		case <-deadline.C:
+			if ids := d.running.release(); ids != "" {
+				d.say("drain timeout of %s: %s go back to the queue, attempt not spent", d.timeout, ids)
+			}
+			serr = <-stopped
+		case <-d.abort:
+			if ids := d.running.release(); ids != "" {
+				d.say("stopping at once: %s go back to the queue, attempt not spent", ids)
+			}
+			serr = <-stopped
+		}
+	}
+	if serr != nil && err == nil {
 		err = fmt.Errorf("pipeline: stop workers: %w", serr)
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -98,10 +207,17 @@ var pendingStates = []rivertype.JobState{
 	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 }
 
+// waitNotice is how often waitEmpty says what it waits for, when that is
+// a job running elsewhere.
+const waitNotice = 30 * time.Second
+
 // waitEmpty polls, one row at a time, until no job of kinds is pending.
-func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string) error {
+// Every waitNotice it names the jobs running on other workers it waits
+// for, and when each would be rescued if its worker is gone.
+func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string, d drainOptions) error {
 	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
+	lastNotice := time.Now()
 	for {
 		res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(kinds...).States(pendingStates...).First(1))
 		if err != nil {
@@ -109,6 +225,10 @@ func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string) error {
 		}
 		if len(res.Jobs) == 0 {
 			return nil
+		}
+		if time.Since(lastNotice) >= waitNotice {
+			lastNotice = time.Now()
+			p.noticeRunning(ctx, kinds, d)
 		}
 		select {
 		case <-ctx.Done():
@@ -118,52 +238,231 @@ func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string) error {
 	}
 }
 
+// noticeRunning says which running jobs of kinds held by other workers
+// waitEmpty waits for, and when each is rescued if its worker died.
+func (p *Pipeline) noticeRunning(ctx context.Context, kinds []string, d drainOptions) {
+	res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(kinds...).States(rivertype.JobStateRunning).First(20))
+	if err != nil || d.notify == nil {
+		return
+	}
+	for _, row := range res.Jobs {
+		if d.running != nil && d.running.has(row.ID) {
+			continue
+		}
+		if row.AttemptedAt == nil {
+			continue
+		}
+		beat := *row.AttemptedAt
+		d.say("waiting for job %d (queue %s), running on another worker, lease renewed %s ago; if that worker is gone it is rescued by %s (lease %s + rescuer interval %s), or now with: claimcheck jobs release %d",
+			row.ID, row.Queue, time.Since(beat).Round(time.Second), beat.Add(p.cfg.Lease+rescuerInterval).Local().Format(time.TimeOnly), p.cfg.Lease, rescuerInterval, row.ID)
+	}
+}
+
 type worker struct {
 	river.WorkerDefaults[jobArgs]
 	p        *Pipeline
 	handlers map[string]claimcheck.Handler
-	onDone   func(int64, string, error)
+	onDone   func(Outcome)
+	running  *running
 }
 
-func (w *worker) Timeout(*river.Job[jobArgs]) time.Duration { return w.p.cfg.JobTimeout }
+// Timeout is the job's lease, not its timeout: River's rescuer leaves a
+// running job alone for this long after its last renewal (attempted_at,
+// which the heartbeat moves), and Work applies the job timeout itself.
+func (w *worker) Timeout(*river.Job[jobArgs]) time.Duration { return w.p.cfg.Lease }
 
-func (w *worker) Work(ctx context.Context, job *river.Job[jobArgs]) (err error) {
-	if w.onDone != nil {
-		defer func() { w.onDone(job.ID, job.Args.JobKind, err) }()
+// errReleased cancels a handler whose job goes back to the queue.
+var errReleased = errors.New("worker stopping: job released to the queue")
+
+// errLeaseLost cancels a handler whose job was taken from this worker.
+var errLeaseLost = errors.New("job lease lost: rescued or released while this worker could not renew it")
+
+func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error) {
+	// The handler runs on a context of its own: River's carries the lease
+	// as a deadline, and is cancelled by a hard stop.
+	ctx, cancelTimeout := context.WithTimeout(context.WithoutCancel(rctx), w.p.cfg.JobTimeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w.running.add(job.ID, job.Args.JobKind, cancel)
+	defer w.running.remove(job.ID)
+	stopBeat := w.p.heartbeat(ctx, job.ID, job.Attempt, cancel)
+	defer stopBeat()
+
+	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Attempt: job.Attempt}
+	err = w.attempt(ctx, job)
+	cause := context.Cause(ctx)
+	switch {
+	case err == nil:
+		o.State = JobCompleted
+	case errors.Is(cause, errReleased):
+		o.State, o.Err = JobReleased, errReleased
+		err = river.JobSnooze(0)
+	default:
+		// A job that ran out of its time, or lost its lease, failed as a
+		// job, whatever its last call reported: it spends its attempt.
+		switch {
+		case errors.Is(cause, errLeaseLost):
+			err = fmt.Errorf("%w: %v", errLeaseLost, err)
+		case errors.Is(cause, context.DeadlineExceeded):
+			err = fmt.Errorf("pipeline: job timeout of %s: %v", w.p.cfg.JobTimeout, err)
+		}
+		o.Err, o.Reason = err, claimcheck.Reason(err)
+		err = w.settleFailure(ctx, job, err, &o)
 	}
+	if w.onDone != nil {
+		w.onDone(o)
+	}
+	return err
+}
+
+// settleFailure applies the retry policy to a failed attempt and returns
+// what River is to do with the job.
+func (w *worker) settleFailure(ctx context.Context, job *river.Job[jobArgs], err error, o *Outcome) error {
+	var prev jobOutput
+	if out := job.Output(); len(out) > 0 {
+		_ = json.Unmarshal(out, &prev)
+	}
+	dec := w.p.cfg.Retry.Decide(err, job.Attempt, job.MaxAttempts, prev.UnavailableSince, time.Now())
+	switch {
+	case dec.Dead && dec.Failure == claimcheck.FailureTransient:
+		o.State = JobDead
+		return &reasonError{err: err} // River discards it: attempts exhausted
+	case dec.Dead:
+		o.State = JobDead
+		return deadLetter(err)
+	case dec.Failure == claimcheck.FailureUnavailable:
+		o.State = JobWaiting
+		since := prev.UnavailableSince
+		if since.IsZero() {
+			since = time.Now().UTC()
+		}
+		_ = river.RecordOutput(ctx, jobOutput{UnavailableSince: since})
+		return &waitError{snooze: river.JobSnooze(dec.Delay), err: &reasonError{err: err}}
+	}
+	o.State = JobRetrying
+	if !prev.UnavailableSince.IsZero() {
+		_ = river.RecordOutput(ctx, jobOutput{}) // the outage is over
+	}
+	return &reasonError{err: err}
+}
+
+// waitError is River's snooze (the attempt given back) carrying the
+// unavailability for the logs.
+type waitError struct {
+	snooze error // *rivertype.JobSnoozeError
+	err    error
+}
+
+func (e *waitError) Error() string   { return "unavailable, waiting: " + e.err.Error() }
+func (e *waitError) Unwrap() []error { return []error{e.snooze, e.err} }
+
+// attempt is one attempt at job: validate its ticket, claim and verify the
+// payload, run the handler, then keep its result (finish).
+func (w *worker) attempt(ctx context.Context, job *river.Job[jobArgs]) error {
 	t, err := claimcheck.ParseTicket(compactJSON(job.Args.Ticket))
 	if err != nil {
-		return deadLetter(err)
+		return err
 	}
 	h, ok := w.handlers[job.Args.JobKind]
 	if !ok {
 		return fmt.Errorf("pipeline: no handler for kind %q in this worker", job.Args.JobKind)
 	}
 	cj := &claimcheck.Job{ID: strconv.FormatInt(job.ID, 10), Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
-	if t.Tenant != job.Args.Tenant {
-		return deadLetter(fmt.Errorf("pipeline: job tenant %q does not match ticket %s: %w", job.Args.Tenant, t, claimcheck.ErrTicketInvalid))
-	}
-	rt, err := w.p.store.Work(ctx, cj, t, h)
+	res, done, err := w.p.store.Run(ctx, cj, t, h)
 	if err != nil {
-		if claimcheck.IsPermanent(err) {
-			return deadLetter(err)
+		return err
+	}
+	defer done()
+	return w.finish(ctx, job, res)
+}
+
+// finish keeps a handler's finished work: the result's check-in, its
+// registry row and the job's completion (in one transaction, River's
+// JobCompleteTx) are each retried on their own, with the policy's backoff,
+// until they succeed or the job's time runs out. Only a permanent failure
+// (a result too large, say) ends it early.
+func (w *worker) finish(ctx context.Context, job *river.Job[jobArgs], res *claimcheck.Result) error {
+	var rt *claimcheck.Ticket
+	if res != nil && res.Body != nil {
+		body, cleanup, err := rewindable(res.Body, "")
+		if err != nil {
+			return err
 		}
-		return &reasonError{err: err}
+		defer cleanup()
+		err = w.p.untilDone(ctx, "check in the result", func() error {
+			if _, err := body.Seek(0, io.SeekStart); err != nil {
+				return claimcheck.Permanent(fmt.Errorf("pipeline: rewind the result: %w", err))
+			}
+			var err error
+			rt, err = w.p.store.CheckIn(ctx, job.Args.Tenant, body, &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true})
+			if err != nil {
+				return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	}
-	if rt == nil {
-		return nil
+	var out jobOutput
+	if rt != nil {
+		enc, err := rt.Marshal()
+		if err != nil {
+			return err
+		}
+		out.Result = enc
 	}
-	if err := register(ctx, w.p.db, job.ID, roleResult, rt); err != nil {
-		return &reasonError{err: err}
+	if err := river.RecordOutput(ctx, out); err != nil {
+		return fmt.Errorf("pipeline: record result ticket: %w", err)
 	}
-	enc, err := rt.Marshal()
+	return w.p.untilDone(ctx, "record the result and complete the job", func() error {
+		return w.p.inTx(ctx, func(tx *sql.Tx) error {
+			if rt != nil {
+				if err := register(ctx, tx, job.ID, roleResult, rt); err != nil {
+					return err
+				}
+			}
+			_, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job)
+			return err
+		})
+	})
+}
+
+// untilDone runs step until it succeeds, fails permanently, or ctx (the
+// job's time) is done, pausing by the retry policy's backoff between tries.
+func (p *Pipeline) untilDone(ctx context.Context, what string, step func() error) error {
+	for n := 1; ; n++ {
+		err := step()
+		if err == nil || claimcheck.IsPermanent(err) {
+			return err
+		}
+		p.logger.WarnContext(ctx, "pipeline: finishing a job failed, retrying", "step", what, "try", n, "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pipeline: %s: gave up when the job's time ran out: %w", what, err)
+		case <-time.After(p.cfg.Retry.Backoff(n)):
+		}
+	}
+}
+
+// rewindable returns r as a seekable reader: r itself if it is an
+// *os.File or another io.ReadSeeker, else a copy spooled to an unlinked
+// temporary file in dir, so that a check-in can be retried.
+func rewindable(r io.Reader, dir string) (io.ReadSeeker, func(), error) {
+	if rs, ok := r.(io.ReadSeeker); ok {
+		return rs, func() {}, nil
+	}
+	f, err := os.CreateTemp(dir, "claimcheck-result-*")
 	if err != nil {
-		return &reasonError{err: err}
+		return nil, nil, fmt.Errorf("pipeline: spool the result: %w", err)
 	}
-	if err := river.RecordOutput(ctx, jobOutput{Result: enc}); err != nil {
-		return &reasonError{err: fmt.Errorf("pipeline: record result ticket: %w", err)}
+	os.Remove(f.Name()) // unlinked: nothing is left behind
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("pipeline: spool the result: %w", err)
 	}
-	return nil
+	return f, func() { f.Close() }, nil
 }
 
 // deadLetter cancels the job now: River records the error and moves the job
@@ -182,4 +481,67 @@ func jsonUnmarshal(b []byte, v any) error {
 		return fmt.Errorf("pipeline: decode job arguments: %w", err)
 	}
 	return nil
+}
+
+// running is the set of jobs this worker is running, for the drain.
+type running struct {
+	mu   sync.Mutex
+	jobs map[int64]*runningJob
+}
+
+type runningJob struct {
+	kind    string
+	started time.Time
+	cancel  context.CancelCauseFunc
+}
+
+func newRunning() *running { return &running{jobs: map[int64]*runningJob{}} }
+
+func (r *running) add(id int64, kind string, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs[id] = &runningJob{kind: kind, started: time.Now(), cancel: cancel}
+}
+
+func (r *running) remove(id int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.jobs, id)
+}
+
+func (r *running) has(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.jobs[id]
+	return ok
+}
+
+// list describes the running jobs, "job 7 (pdf-info, running 3s)", "" if
+// none.
+func (r *running) list() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]int64, 0, len(r.jobs))
+	for id := range r.jobs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		j := r.jobs[id]
+		parts = append(parts, fmt.Sprintf("job %d (%s, running %s)", id, j.kind, time.Since(j.started).Round(time.Second)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// release cancels every running handler with errReleased, so that its job
+// goes back to the queue, and describes them.
+func (r *running) release() string {
+	desc := r.list()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range r.jobs {
+		j.cancel(errReleased)
+	}
+	return desc
 }

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -204,6 +205,7 @@ func newJobs(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&state, "state", "", "only jobs in this state")
 	c.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
+	c.AddCommand(newJobsRelease(g))
 	return c
 }
 
@@ -227,7 +229,14 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tTENANT\tSTATE\tVIA\tATTEMPTS\tAGE\tSIZE\tPLACEMENT\tTICKET\tREASON")
+	// Dead letters show their last error too (with an --exec command's
+	// stderr): whoever triages them sees why.
+	dead := opts.State == pipeline.StateDead
+	header := "ID\tKIND\tTENANT\tSTATE\tVIA\tATTEMPTS\tAGE\tSIZE\tPLACEMENT\tTICKET\tREASON"
+	if dead {
+		header += "\tERROR"
+	}
+	fmt.Fprintln(tw, header)
 	now := time.Now()
 	err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
 		since := j.CreatedAt // age: since it finished or died, else since it was enqueued
@@ -238,7 +247,13 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 		if j.Destination != "" {
 			via = "broker:" + j.Destination
 		}
-		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\t%d B\t%s\n", j.ID, j.Kind, j.Tenant, j.State, via, j.Attempts, j.MaxAttempts, age(now.Sub(since)), j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
+		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\t%d B\t%s", j.ID, j.Kind, j.Tenant, j.State, via, j.Attempts, j.MaxAttempts, age(now.Sub(since)), j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
+		if err == nil && dead {
+			_, err = fmt.Fprintf(tw, "\t%s", strings.TrimPrefix(j.Error, j.Reason+": "))
+		}
+		if err == nil {
+			_, err = fmt.Fprintln(tw)
+		}
 		return err
 	})
 	if err != nil {

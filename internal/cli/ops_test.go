@@ -137,10 +137,10 @@ func TestRetentionCommand(t *testing.T) {
 		t.Errorf("retention --json = %+v", got)
 	}
 
-	// Defaults: 1d backlog, the pipeline's retry bound (5 × 37m = 3h5m),
-	// its 14-day dead-letter retention, a week's margin: 22d3h5m → 23 days.
+	// Defaults: 1d backlog, the pipeline's retry bound (5 × 38m = 3h10m),
+	// its 14-day dead-letter retention, a week's margin: 22d3h10m → 23 days.
 	r = opsOK(t, data, "retention")
-	if !strings.Contains(r.stdout, "23 days for payloads/") || !strings.Contains(r.stdout, "3h5m") || !strings.Contains(r.stdout, "14d") {
+	if !strings.Contains(r.stdout, "23 days for payloads/") || !strings.Contains(r.stdout, "3h10m") || !strings.Contains(r.stdout, "14d") {
 		t.Errorf("retention with defaults:\n%s", r.stdout)
 	}
 	if _, err := os.Stat(filepath.Join(data, "claimcheck.db")); !errors.Is(err, os.ErrNotExist) {

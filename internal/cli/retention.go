@@ -17,18 +17,10 @@ type retentionFlags struct {
 	backlog, retryWindow, deadLetter, replayMargin, resultsExtra string
 }
 
-// defaultRetryWindow bounds the time from a job's first attempt to its last
-// under the pipeline's defaults: each of maxAttempts attempts may run for
-// the job timeout, plus the minute River waits before rescuing a stuck
-// one, plus the longest backoff before the next (5 min, plus 20% jitter).
-func defaultRetryWindow(maxAttempts int) time.Duration {
-	return time.Duration(maxAttempts) * (pipeline.DefaultJobTimeout + time.Minute + 6*time.Minute)
-}
-
 func (f *retentionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.backlog, "backlog", "1d", "longest time a job may wait in its queue before its first attempt (units: s, m, h, d, w)")
 	fs.StringVar(&f.retryWindow, "retry-window", "",
-		"longest time from a job's first attempt to its last (default: --max-attempts × (30m job timeout + 1m rescue + 6m backoff), 3h5m for 5 attempts)")
+		"longest time from a job's first attempt to its last, also how long workers retry an unavailable store, database, keeper or broker (default: --max-attempts × (30m job timeout + 2m lease + 6m backoff), 3h10m for 5 attempts)")
 	fs.StringVar(&f.deadLetter, "dead-letter", claimcheck.FormatDuration(pipeline.DefaultDeadLetterRetention),
 		"how long dead letters are kept, replayable, before River prunes them (the pipeline's dead-letter retention)")
 	fs.StringVar(&f.replayMargin, "replay-margin", "7d", "slack to notice a dead letter, fix its cause and replay it")
@@ -38,7 +30,7 @@ func (f *retentionFlags) register(fs *pflag.FlagSet) {
 // compute parses the flags (usage errors name the flag) and adds them up.
 func (f *retentionFlags) compute(g *globals) (*claimcheck.Retention, error) {
 	if f.retryWindow == "" {
-		f.retryWindow = claimcheck.FormatDuration(defaultRetryWindow(g.maxAttempts))
+		f.retryWindow = claimcheck.FormatDuration(pipeline.DefaultRetryWindow(g.maxAttempts))
 	}
 	var in claimcheck.RetentionInputs
 	for _, p := range []struct {

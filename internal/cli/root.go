@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -108,12 +109,58 @@ func (g *globals) validate() error {
 // Execute runs the claimcheck command with os.Args and returns the process
 // exit code.
 func Execute() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// After the first signal, the default behaviour again: a second
-	// interrupt ends the process at once (a draining worker, say).
-	go func() { <-ctx.Done(); stop(); signal.Reset(os.Interrupt, syscall.SIGTERM) }()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx, ab := withAbort(ctx)
+	go func() {
+		// The first SIGTERM or interrupt cancels ctx: a worker drains.
+		<-sigs
+		cancel()
+		// The second stops at once: a worker that took the abort channel
+		// ends its handlers' process groups and returns their jobs to the
+		// queue; any other command ends here.
+		<-sigs
+		signal.Reset(os.Interrupt, syscall.SIGTERM) // a third: the default
+		if !ab.taken.Load() {
+			os.Exit(130)
+		}
+		close(ab.ch)
+		time.Sleep(abortGrace)
+		os.Exit(130)
+	}()
 	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+}
+
+// abortGrace bounds how long a worker may take, after the second signal,
+// to return its jobs to the queue before the process exits anyway.
+const abortGrace = 10 * time.Second
+
+// abort is the second signal, for the command that stops at once on it.
+type abort struct {
+	ch    chan struct{}
+	taken atomic.Bool
+}
+
+type abortKey struct{}
+
+// withAbort returns ctx carrying a new abort channel.
+func withAbort(ctx context.Context) (context.Context, *abort) {
+	ab := &abort{ch: make(chan struct{})}
+	return context.WithValue(ctx, abortKey{}, ab), ab
+}
+
+// takeAbort returns the channel the second signal closes, or nil when ctx
+// has none (a test calling Run); the command taking it promises to stop at
+// once when it closes.
+func takeAbort(ctx context.Context) <-chan struct{} {
+	ab, _ := ctx.Value(abortKey{}).(*abort)
+	if ab == nil {
+		return nil
+	}
+	ab.taken.Store(true)
+	return ab.ch
 }
 
 // Run runs the command with args and the given standard streams; tests call

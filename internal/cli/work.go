@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,7 @@ func newWork(g *globals) *cobra.Command {
 	var concurrency int
 	var untilEmpty, noRelay, deleteOnAck bool
 	var pointerBucket, adoptTenant string
-	var idle time.Duration
+	var idle, drainTimeout time.Duration
 	c := &cobra.Command{
 		Use:   "work --kind K [--concurrency N] [--until-empty] [--exec -- CMD ARGS...]",
 		Short: "Run workers for one kind",
@@ -137,37 +138,34 @@ delivered nothing for --idle.`,
 			}
 			var done, failed atomic.Int64
 			var mu sync.Mutex
-			failedIDs := map[int64]bool{} // bounded by the failures of this run
-			if untilEmpty {
-				stop := reportRunning(cmd, e, kind)
-				defer stop()
-			}
+			var dead []int64 // bounded by the dead letters of this run
 			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
-				Handlers:    map[string]claimcheck.Handler{kind: h},
-				Concurrency: concurrency,
-				UntilEmpty:  untilEmpty,
-				OnDone: func(id int64, _ string, err error) {
-					if err != nil {
+				Handlers:     map[string]claimcheck.Handler{kind: h},
+				Concurrency:  concurrency,
+				UntilEmpty:   untilEmpty,
+				DrainTimeout: drainTimeout,
+				Abort:        takeAbort(cmd.Context()),
+				Notify:       func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), msg) },
+				OnDone: func(o pipeline.Outcome) {
+					switch o.State {
+					case pipeline.JobCompleted:
+						done.Add(1)
+					case pipeline.JobReleased:
+					default:
 						failed.Add(1)
-						mu.Lock()
-						failedIDs[id] = true
-						mu.Unlock()
-						fmt.Fprintf(cmd.ErrOrStderr(), "job %d: attempt failed (%s): %v\n", id, claimcheck.Reason(err), strings.TrimPrefix(err.Error(), "JobCancelError: "))
-						return
+						fmt.Fprintf(cmd.ErrOrStderr(), "job %d: attempt %d failed (%s), %s: %v\n", o.JobID, o.Attempt, o.Reason, o.State, o.Err)
+						if o.State == pipeline.JobDead {
+							mu.Lock()
+							dead = append(dead, o.JobID)
+							mu.Unlock()
+						}
 					}
-					done.Add(1)
 				},
 			})
 			if err != nil {
 				return err
 			}
 			// Jobs this run sent to the dead letters make the command fail.
-			var dead []int64
-			for id := range failedIDs {
-				if j, err := e.pipe.Get(cmd.Context(), id); err == nil && j.Dead {
-					dead = append(dead, id)
-				}
-			}
 			slices.Sort(dead)
 			if g.json {
 				if err := printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "succeeded": done.Load(), "failed": failed.Load(), "dead": dead}); err != nil {
@@ -191,6 +189,7 @@ delivered nothing for --idle.`,
 	c.Flags().StringVar(&pointerBucket, "pointer-bucket", "", "with --broker: accept AWS extended-client payload pointers naming this bucket (the store's), as jobs of --kind")
 	c.Flags().StringVar(&adoptTenant, "adopt-tenant", "", "with --pointer-bucket: accept pointers without claimcheck's digest (Java/Python producers) for this tenant: read once, size-checked, checked in, then verified")
 	c.Flags().DurationVar(&idle, "idle", 3*time.Second, "with --broker --until-empty: how long the broker must deliver nothing")
+	c.Flags().DurationVar(&drainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "on SIGTERM or interrupt: how long running handlers may finish before their jobs go back to the queue (attempt not spent); a second signal stops at once")
 	c.Flags().Bool("exec", false, "run the command after -- for each job (payload on stdin, result on stdout)")
 	return c
 }
@@ -211,55 +210,64 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		}
 		os.Remove(out.Name()) // unlinked: nothing is left behind
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		dieWithParent(cmd) // a killed worker does not leave its handler running
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, stderr
+		// Its own process group, ended whole when the job's context is
+		// cancelled (drain deadline, second signal, job timeout): a
+		// grandchild of sh -c does not outlive it. A killed worker does not
+		// leave it running either.
+		ownProcessGroup(cmd)
+		cmd.WaitDelay = 5 * time.Second
+		tail := &tailWriter{max: stderrTail}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, io.MultiWriter(stderr, tail)
 		cmd.Env = append(handlerEnv(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
 			"CLAIMCHECK_TENANT="+job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt))
 		if err := cmd.Run(); err != nil {
 			out.Close()
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == exitDataErr {
-				return nil, claimcheck.Permanent(fmt.Errorf("exec %s: exit status %d (EX_DATAERR)", argv[0], exitDataErr))
+				return nil, claimcheck.Permanent(fmt.Errorf("exec %s: exit status %d (EX_DATAERR)%s", argv[0], exitDataErr, tail.suffix()))
 			}
-			return nil, fmt.Errorf("exec %s: %v", argv[0], err)
+			return nil, fmt.Errorf("exec %s: %v%s", argv[0], err, tail.suffix())
 		}
 		if _, err := out.Seek(0, io.SeekStart); err != nil {
 			out.Close()
 			return nil, fmt.Errorf("exec: rewind output: %w", err)
 		}
-		return &claimcheck.Result{Body: closingReader{out}, ContentType: "application/octet-stream"}, nil
+		// The worker rewinds it to retry a check-in, and closes it.
+		return &claimcheck.Result{Body: out, ContentType: "application/octet-stream"}, nil
 	})
 }
 
-// waitNotice is how long work --until-empty waits before saying what it is
-// waiting for.
-const waitNotice = 30 * time.Second
+// stderrTail is how much of a failing --exec command's standard error is
+// kept with the attempt's error, in bytes.
+const stderrTail = 2 << 10
 
-// reportRunning prints, every waitNotice while work --until-empty waits,
-// how many jobs of kind are running: a job whose worker died stays running
-// until River rescues it (job timeout plus a minute). It returns a stop
-// function.
-func reportRunning(cmd *cobra.Command, e *env, kind string) func() {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(waitNotice)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-cmd.Context().Done():
-				return
-			case <-t.C:
-			}
-			n := 0
-			_ = e.pipe.List(cmd.Context(), pipeline.ListOptions{State: "running", Kind: kind}, func(*pipeline.JobInfo) error { n++; return nil })
-			if n > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "still waiting for %d running jobs of kind %s; a job whose worker was killed stays running until River rescues it (job timeout %s plus a minute)\n", n, kind, pipeline.DefaultJobTimeout)
-			}
-		}
-	}()
-	return func() { close(done) }
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// suffix is "; stderr: \"…\"" with the kept tail, quoted onto one line,
+// or "" if the command wrote nothing there.
+func (t *tailWriter) suffix() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(strings.ToValidUTF8(string(t.buf), "\uFFFD"))
+	if s == "" {
+		return ""
+	}
+	return "; stderr: " + strconv.Quote(s)
 }
 
 // handlerEnv is this process's environment without the secrets that stay
@@ -268,15 +276,4 @@ func handlerEnv() []string {
 	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "CLAIMCHECK_SECRET=") || strings.HasPrefix(kv, "CLAIMCHECK_KEEPER=")
 	})
-}
-
-// closingReader closes its file at EOF, once the result is checked in.
-type closingReader struct{ f *os.File }
-
-func (c closingReader) Read(p []byte) (int, error) {
-	n, err := c.f.Read(p)
-	if err != nil {
-		c.f.Close()
-	}
-	return n, err
 }

@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+)
+
+// A running job's lease is River's own attempted_at column: River's
+// rescuer takes a running job whose attempted_at is older than the lease
+// (Config.Lease, which is River's RescueStuckJobsAfter and the worker's
+// Timeout), and the heartbeat below moves attempted_at forward every
+// quarter lease while the handler runs. So a job whose worker died is
+// rescued within the lease plus the rescuer's interval, while a job on a
+// live worker is never taken from it, however long it runs.
+
+// heartbeat renews job's lease every quarter lease until the returned stop
+// is called. If the job is no longer running this attempt (rescued or
+// released while this worker could not renew it), it cancels the handler
+// with errLeaseLost. A failed renewal (database unavailable) is retried at
+// the next beat; the lease allows three to fail in a row.
+func (p *Pipeline) heartbeat(ctx context.Context, id int64, attempt int, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(p.cfg.Lease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			bctx, bcancel := context.WithTimeout(ctx, p.cfg.Lease/4)
+			res, err := p.db.ExecContext(bctx, `UPDATE river_job SET attempted_at = `+p.dbNow()+` WHERE id = $1 AND state = 'running' AND attempt = $2`, id, attempt)
+			bcancel()
+			if err != nil {
+				p.logger.WarnContext(ctx, "pipeline: renew job lease", "job", id, "error", err.Error())
+				continue
+			}
+			if n, err := res.RowsAffected(); err == nil && n == 0 {
+				cancel(errLeaseLost)
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// dbNow is the database's current time in the form River stores it.
+func (p *Pipeline) dbNow() string {
+	if p.dialect == "sqlite" {
+		return "datetime('now', 'subsec')"
+	}
+	return "now()"
+}
+
+// ErrJobHeld is returned by ReleaseJob for a running job whose worker is
+// alive: it renewed the job's lease less than a lease ago.
+var ErrJobHeld = errors.New("job is held by a live worker")
+
+// ErrNotRunning is returned by ReleaseJob for a job that is not running.
+var ErrNotRunning = errors.New("job is not running")
+
+// ReleaseJob returns a running job whose worker is gone to its queue now,
+// without spending the attempt it was on, instead of waiting for the
+// rescuer. Errors: ErrJobNotFound; ErrNotRunning; ErrJobHeld, naming when
+// the lease was last renewed, while a live worker holds it.
+func (p *Pipeline) ReleaseJob(ctx context.Context, id int64) (*JobInfo, error) {
+	var q string
+	secs := p.cfg.Lease.Seconds()
+	if p.dialect == "sqlite" {
+		q = `UPDATE river_job SET state = 'available', attempt = max(attempt - 1, 0), scheduled_at = datetime('now', 'subsec')
+			WHERE id = $1 AND state = 'running' AND attempted_at < datetime('now', 'subsec', '-' || $2 || ' seconds')`
+	} else {
+		q = `UPDATE river_job SET state = 'available', attempt = GREATEST(attempt - 1, 0), scheduled_at = now()
+			WHERE id = $1 AND state = 'running' AND attempted_at < now() - make_interval(secs => $2::float8)`
+	}
+	res, err := p.db.ExecContext(ctx, q, id, secs)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: release job %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: release job %d: %w", id, err)
+	}
+	row, gerr := p.client.JobGet(ctx, id)
+	if gerr != nil || row.Kind != riverKind {
+		if _, err := p.Get(ctx, id); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("pipeline: release job %d: %w", id, gerr)
+	}
+	if n == 0 {
+		if row.State != rivertype.JobStateRunning {
+			return nil, fmt.Errorf("pipeline: release job %d in state %s: %w", id, row.State, ErrNotRunning)
+		}
+		beat := "never"
+		if row.AttemptedAt != nil {
+			beat = time.Since(*row.AttemptedAt).Round(time.Second).String() + " ago"
+		}
+		return nil, fmt.Errorf("pipeline: release job %d: lease renewed %s (lease %s): %w", id, beat, p.cfg.Lease, ErrJobHeld)
+	}
+	return jobInfo(row)
+}
+
+// Lease is the pipeline's job lease (Config.Lease).
+func (p *Pipeline) Lease() time.Duration { return p.cfg.Lease }
