@@ -50,6 +50,12 @@ func Lazy(h Handler) Handler { return lazyHandler{h} }
 
 type lazyHandler struct{ Handler }
 
+// IsLazy reports whether h was made by Lazy.
+func IsLazy(h Handler) bool {
+	_, ok := h.(lazyHandler)
+	return ok
+}
+
 // Work runs the consumer half of the claim check for one job, the same for
 // every transport: claim the ticket's payload, verify its size and SHA-256
 // before the handler runs (unless the handler is Lazy), run the handler, and

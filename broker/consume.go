@@ -18,6 +18,10 @@ const (
 	Acked        Action = "acked"
 	Retried      Action = "retried"
 	DeadLettered Action = "dead-lettered"
+	// Released: the consumer stopped (its context was cancelled) before
+	// the handler finished; the delivery is left unsettled, and the broker
+	// delivers it again.
+	Released Action = "released"
 )
 
 // Outcome is what Consume did with one delivery, passed to OnDone.
@@ -97,14 +101,16 @@ type ConsumeOptions struct {
 	// Handlers maps each kind to its handler. Required, non-empty.
 	Handlers map[string]claimcheck.Handler
 	// MaxAttempts is the number of attempts before a transient failure is
-	// dead-lettered, for messages without AttrMaxAttempts. Default 25
-	// (River's default).
+	// dead-lettered, for messages without AttrMaxAttempts. Default
+	// Policy.MaxAttempts.
 	MaxAttempts int
-	// RetryBase is the first retry's delay; attempt n waits
-	// RetryBase·2^(n-1), at most MaxRetryDelay. Default 1s.
-	RetryBase time.Duration
-	// MaxRetryDelay caps the retry delay. Default 1h.
-	MaxRetryDelay time.Duration
+	// Policy is the retry policy, the job pipeline's: transient failures
+	// are retried with its backoff (Transport.Retry) up to MaxAttempts;
+	// unavailable infrastructure (store, keeper, the inbox's database) is
+	// retried in place, the delivery held and its lease extended, so that
+	// no attempt is spent, for the policy's Window. The zero value is the
+	// defaults (claimcheck.RetryPolicy).
+	Policy claimcheck.RetryPolicy
 	// Batch is the most messages received at once. Default 10.
 	Batch int
 	// Lease is how long each Extend asks the broker to keep a delivery
@@ -197,14 +203,9 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 	if len(opts.Handlers) == 0 {
 		return fmt.Errorf("broker: consume: no handlers: %w", claimcheck.ErrConfig)
 	}
+	opts.Policy = opts.Policy.WithDefaults()
 	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 25
-	}
-	if opts.RetryBase <= 0 {
-		opts.RetryBase = time.Second
-	}
-	if opts.MaxRetryDelay <= 0 {
-		opts.MaxRetryDelay = time.Hour
+		opts.MaxAttempts = opts.Policy.MaxAttempts
 	}
 	if opts.Batch <= 0 {
 		opts.Batch = 10
@@ -406,9 +407,16 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 		}
 	}
 	if !done {
-		o = work(ctx, store, opts, d, o)
+		o = workHeld(ctx, store, opts, d, o, report)
+		if ctx.Err() != nil && o.Action != Acked {
+			// Stopped before the handler finished: left unsettled, the
+			// broker delivers the message again.
+			held.release(d)
+			o.Action = Released
+			return &o
+		}
 		if opts.Inbox != nil && o.ID != "" {
-			if err := opts.Inbox.Record(sctx, o); err != nil && o.Action == Acked {
+			if err := recordHeld(ctx, opts, o, report); err != nil && o.Action == Acked {
 				// The handler ran but its outcome is not recorded: run it
 				// again rather than lose the result.
 				o = opts.fail(o, fmt.Errorf("broker: inbox: record %s: %w", o.ID, err), false)
@@ -451,18 +459,73 @@ func MessageKey(d *Delivery) string {
 	return d.ID
 }
 
-// fail settles o as a failure: dead-lettered if permanent or out of
-// attempts, retried with backoff otherwise.
+// fail settles o as a failure by the retry policy: dead-lettered if
+// permanent or out of attempts, retried with backoff otherwise.
 func (opts *ConsumeOptions) fail(o Outcome, err error, permanent bool) Outcome {
 	o.Err = err
 	o.Reason = claimcheck.Reason(err)
-	if permanent || o.Attempt >= o.MaxAttempts {
+	dec := opts.Policy.Decide(err, o.Attempt, o.MaxAttempts, time.Time{}, time.Now())
+	if permanent || dec.Dead {
 		o.Action = DeadLettered
 		return o
 	}
 	o.Action = Retried
-	o.Delay = Backoff(opts.RetryBase, opts.MaxRetryDelay, o.Attempt)
+	o.Delay = dec.Delay
 	return o
+}
+
+// workHeld runs work, and while it fails on unavailable infrastructure
+// runs it again in place after the policy's delay, holding the delivery
+// (its lease extended) rather than settling it, so that an outage spends
+// no attempt. Past the policy's Window the delivery is dead-lettered with
+// the outage's reason.
+func workHeld(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, o Outcome, report func(error)) Outcome {
+	var since time.Time
+	for {
+		r := work(ctx, store, opts, d, o)
+		if r.Err == nil || ctx.Err() != nil {
+			return r
+		}
+		now := time.Now()
+		dec := opts.Policy.Decide(r.Err, r.Attempt, r.MaxAttempts, since, now)
+		if dec.Failure != claimcheck.FailureUnavailable {
+			return r
+		}
+		if dec.Dead {
+			r.Action = DeadLettered
+			return r
+		}
+		if since.IsZero() {
+			since = now
+		}
+		report(fmt.Errorf("broker: consume: %s (attempt %d) held, unavailable for %s, trying again in %s: %w", o.ID, o.Attempt, now.Sub(since).Round(time.Second), dec.Delay.Round(time.Millisecond), r.Err))
+		select {
+		case <-ctx.Done():
+			return r
+		case <-time.After(dec.Delay):
+		}
+	}
+}
+
+// recordHeld records o in the inbox, retrying in place with the policy's
+// backoff while it fails and ctx lasts, up to the policy's Window: a
+// handler's finished work is not run again because the database was
+// briefly unavailable.
+func recordHeld(ctx context.Context, opts ConsumeOptions, o Outcome, report func(error)) error {
+	sctx := context.WithoutCancel(ctx)
+	start := time.Now()
+	for n := 1; ; n++ {
+		err := opts.Inbox.Record(sctx, o)
+		if err == nil || o.Action != Acked || ctx.Err() != nil || time.Since(start) >= opts.Policy.Window {
+			return err
+		}
+		report(fmt.Errorf("broker: consume: record the outcome of %s, trying again: %w", o.ID, err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(opts.Policy.Backoff(n)):
+		}
+	}
 }
 
 // work runs one delivery and decides how to settle it.

@@ -51,6 +51,9 @@ type WorkOptions struct {
 	Notify func(msg string)
 	// OnDone, if set, is called after each attempt with its outcome.
 	OnDone func(Outcome)
+	// Broker, if set, is where the jobs come from instead of the job
+	// database's queues.
+	Broker *BrokerSource
 }
 
 // JobState is the state of a job after an attempt, the same for jobs from
@@ -83,6 +86,8 @@ type Outcome struct {
 	Reason string
 	// Err is the attempt's error, nil on success.
 	Err error
+	// MessageID is the broker message's id, for a job from a broker.
+	MessageID string
 }
 
 // Work runs workers for the given kinds. Each job's payload is claimed and
@@ -121,6 +126,9 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 		kinds = append(kinds, kind)
 	}
 	slices.Sort(kinds)
+	if opts.Broker != nil {
+		return p.workBroker(ctx, opts)
+	}
 	w := &worker{p: p, handlers: opts.Handlers, onDone: opts.OnDone, running: newRunning()}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
@@ -135,6 +143,16 @@ type drainOptions struct {
 	abort   <-chan struct{}
 	notify  func(string)
 	running *running // nil: the relay, whose publishes end on their own
+}
+
+// sayStopping says that a stop began, and which of what is running it
+// waits for.
+func (d drainOptions) sayStopping(what, running string) {
+	if running == "" {
+		d.say("stopping: taking no more %s; nothing is running", what)
+		return
+	}
+	d.say("stopping: taking no more %s; waiting up to %s for %s to finish (interrupt again to stop at once)", what, d.timeout, running)
 }
 
 func (d drainOptions) say(format string, args ...any) {
@@ -168,9 +186,7 @@ func (p *Pipeline) runClient(ctx context.Context, workers *river.Workers, queues
 	stopped := make(chan error, 1)
 	go func() { stopped <- client.Stop(context.WithoutCancel(ctx)) }()
 	if ctx.Err() != nil && d.running != nil {
-		if ids := d.running.list(); len(ids) > 0 {
-			d.say("stopping: taking no more jobs; waiting up to %s for %s to finish (interrupt again to stop at once)", d.timeout, ids)
-		}
+		d.sayStopping("jobs", d.running.list())
 	}
 	var serr error
 	if d.running == nil {

@@ -285,7 +285,7 @@ func testConsume(t *testing.T, tr broker.Transport) {
 	go func() {
 		errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
 			Handlers:    map[string]claimcheck.Handler{"pdf": pdfHandler, "flaky": flakyHandler},
-			MaxAttempts: maxAttempts, RetryBase: 200 * time.Millisecond, Batch: 4,
+			MaxAttempts: maxAttempts, Policy: claimcheck.RetryPolicy{Base: 200 * time.Millisecond}, Batch: 4,
 			OnDone: func(d *broker.Delivery, o broker.Outcome) {
 				mu.Lock()
 				got = append(got, outcome{d, o})

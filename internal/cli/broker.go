@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,133 +78,56 @@ func (g *globals) openBrokerWaiting(ctx context.Context, e *env, stderr io.Write
 // brokerTally counts what a broker consumer did.
 type brokerTally struct {
 	acked, retried, dead, duplicates, deleted atomic.Int64
-	last                                      atomic.Int64 // unix nanos of the last settled delivery
 }
 
-// brokerWork relays destination's outbox to tr and consumes tr with
-// handlers, recording outcomes in the job database's inbox, until ctx is
-// done or stop returns true (polled every 200 ms); then it stops receiving
-// and lets running handlers finish (an interrupt does not cancel them).
-// Failures are reported on stderr as they happen.
-func brokerWork(ctx context.Context, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, relay bool,
-	stderr io.Writer, stop func(t *brokerTally) (bool, error), base broker.ConsumeOptions) (*brokerTally, error) {
-	tally := &brokerTally{}
-	tally.last.Store(time.Now().UnixNano())
-	// Handlers run on a context an interrupt does not cancel: the first
-	// interrupt drains (running handlers finish, nothing more is received);
-	// a second one ends the process (signal.NotifyContext has stopped
-	// catching it).
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	var mu sync.Mutex // serialises stderr lines
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(stderr, format+"\n", args...)
+// add counts one settled delivery (BrokerSource.OnSettled).
+func (t *brokerTally) add(o broker.Outcome) {
+	switch {
+	case o.Duplicate:
+		t.duplicates.Add(1)
+	case o.Action == broker.Acked:
+		t.acked.Add(1)
+	case o.Action == broker.Retried:
+		t.retried.Add(1)
+	case o.Action == broker.DeadLettered:
+		t.dead.Add(1)
 	}
-	var wg sync.WaitGroup
-	errc := make(chan error, concurrency+1)
+	if o.Deleted {
+		t.deleted.Add(1)
+	}
+}
+
+// brokerSource is the broker source of work and run --broker over tr: the
+// relay of --destination (if relay), and the consumer's and relay's
+// troubles reported on stderr.
+func brokerSource(g *globals, tr broker.Transport, stderr io.Writer, relay bool) *pipeline.BrokerSource {
+	src := &pipeline.BrokerSource{Transport: tr, OnError: func(err error) { fmt.Fprintln(stderr, err) }}
 	if relay {
 		var outage atomic.Bool
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errc <- e.pipe.Relay(runCtx, pipeline.RelayOptions{Destination: g.destination, Transport: tr, OnSent: func(id int64, err error) {
-				if errors.Is(err, pipeline.ErrNotRelayable) {
-					say("relay: job %d is dead (see claimcheck dead): %v", id, err)
-					return
-				}
-				if err != nil && outage.CompareAndSwap(false, true) {
-					say("relay: job %d not confirmed by the broker, kept in the outbox and retried: %v", id, err)
-				}
-				if err == nil && outage.CompareAndSwap(true, false) {
-					say("relay: the broker confirms again")
-				}
-			}})
-		}()
-	}
-	opts := base
-	opts.Handlers, opts.MaxAttempts, opts.Inbox = handlers, g.maxAttempts, e.pipe.Inbox()
-	opts.OnDone = func(_ *broker.Delivery, o broker.Outcome) {
-		tally.last.Store(time.Now().UnixNano())
-		switch {
-		case o.Duplicate:
-			tally.duplicates.Add(1)
-		case o.Action == broker.Acked:
-			tally.acked.Add(1)
-		case o.Action == broker.Retried:
-			tally.retried.Add(1)
-		case o.Action == broker.DeadLettered:
-			tally.dead.Add(1)
-		}
-		if o.Deleted {
-			tally.deleted.Add(1)
-		}
-		if o.Err != nil {
-			say("job %d (message %s): attempt %d %s (%s): %v", o.Job, o.ID, o.Attempt, o.Action, o.Reason, o.Err)
-		}
-	}
-	opts.OnError = func(err error) { say("%v", err) }
-	drain := make(chan struct{})
-	opts.Drain = drain
-	var consumers sync.WaitGroup
-	for range concurrency {
-		consumers.Add(1)
-		go func() {
-			defer consumers.Done()
-			errc <- broker.Consume(runCtx, tr, e.store, opts)
-		}()
-	}
-	var err error
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			say("interrupted: finishing the running handlers; interrupt again to stop at once")
-			break loop
-		case err = <-errc:
-			if err != nil {
-				break loop
+		src.Relay = g.destination
+		src.OnRelayed = func(id int64, err error) {
+			if errors.Is(err, pipeline.ErrNotRelayable) {
+				fmt.Fprintf(stderr, "relay: job %d is dead (see claimcheck dead): %v\n", id, err)
+				return
 			}
-		case <-tick.C:
-			if stop == nil {
-				continue
+			if err != nil && outage.CompareAndSwap(false, true) {
+				fmt.Fprintf(stderr, "relay: job %d not confirmed by the broker, kept in the outbox and retried: %v\n", id, err)
 			}
-			done, serr := stop(tally)
-			if serr != nil {
-				err = serr
-				break loop
-			}
-			if done {
-				break loop
+			if err == nil && outage.CompareAndSwap(true, false) {
+				fmt.Fprintln(stderr, "relay: the broker confirms again")
 			}
 		}
 	}
-	// Stop receiving and let running handlers finish, then stop the relay.
-	close(drain)
-	consumers.Wait()
-	cancel()
-	wg.Wait()
-	close(errc)
-	for e := range errc {
-		if err == nil && e != nil {
-			err = e
-		}
-	}
-	return tally, err
+	return src
 }
 
-// untilIdle is the stop rule of --until-empty over a broker: the outbox is
-// empty and nothing was delivered for idle.
-func untilIdle(ctx context.Context, e *env, dest string, idle time.Duration) func(t *brokerTally) (bool, error) {
-	return func(t *brokerTally) (bool, error) {
-		if time.Since(time.Unix(0, t.last.Load())) < idle {
-			return false, nil
-		}
-		return e.pipe.OutboxEmpty(ctx, dest)
+// messageNote names a broker message in a job's line, "" for a job of the
+// job database.
+func messageNote(id string) string {
+	if id == "" {
+		return ""
 	}
+	return " (message " + id + ")"
 }
 
 // The relay's memory settings: SQLite's page cache in KiB, and the Go

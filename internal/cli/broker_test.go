@@ -357,7 +357,7 @@ func TestWorkInterruptDrains(t *testing.T) {
 	time.AfterFunc(1500*time.Millisecond, cancel)
 	var out, errOut strings.Builder
 	code := Run(ctx, []string{"--data", b.data, "--broker", u, "work", "--kind", "slow", "--exec", "--", "sh", "-c", "sleep 3; wc -c"}, strings.NewReader(""), &out, &errOut)
-	if code != 0 || !strings.Contains(out.String(), "succeeded 1, retried 0") || !strings.Contains(errOut.String(), "interrupted: finishing") {
+	if code != 0 || !strings.Contains(out.String(), "succeeded 1, retried 0") || !strings.Contains(errOut.String(), "stopping: taking no more messages") {
 		t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
 	}
 }

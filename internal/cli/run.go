@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -160,9 +161,10 @@ func runBroker(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, hand
 	for i, j := range jobs {
 		open[i] = j.ID
 	}
-	_, err := brokerWork(cmd.Context(), g, e, tr, handlers, concurrency, true, cmd.ErrOrStderr(), func(*brokerTally) (bool, error) {
+	src := brokerSource(g, tr, cmd.ErrOrStderr(), true)
+	src.Until = func(ctx context.Context) (bool, error) {
 		for len(open) > 0 {
-			j, err := e.pipe.Get(cmd.Context(), open[0])
+			j, err := e.pipe.Get(ctx, open[0])
 			if err != nil {
 				return false, err
 			}
@@ -172,8 +174,14 @@ func runBroker(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, hand
 			open = open[1:]
 		}
 		return true, nil
-	}, broker.ConsumeOptions{})
-	return err
+	}
+	return e.pipe.Work(cmd.Context(), pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, Broker: src,
+		Notify: func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), msg) },
+		OnDone: func(o pipeline.Outcome) {
+			if o.Err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "job %d%s: attempt %d failed (%s), %s: %v\n", o.JobID, messageNote(o.MessageID), o.Attempt, o.Reason, o.State, o.Err)
+			}
+		}})
 }
 
 // collectFiles expands the arguments: files as named, directories walked for

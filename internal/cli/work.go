@@ -99,16 +99,35 @@ delivered nothing for --idle.`,
 			if argv != nil {
 				h = execHandler(argv, e.spoolDir(), cmd.ErrOrStderr())
 			}
+			var done, failed atomic.Int64
+			var mu sync.Mutex
+			var dead []int64 // bounded by the dead letters of this run
+			stderr := cmd.ErrOrStderr()
+			opts := pipeline.WorkOptions{
+				Handlers:     map[string]claimcheck.Handler{kind: h},
+				Concurrency:  concurrency,
+				UntilEmpty:   untilEmpty,
+				DrainTimeout: drainTimeout,
+				Abort:        takeAbort(cmd.Context()),
+				Notify:       func(msg string) { fmt.Fprintln(stderr, msg) },
+				OnDone: func(o pipeline.Outcome) {
+					switch o.State {
+					case pipeline.JobCompleted:
+						done.Add(1)
+					case pipeline.JobReleased:
+					default:
+						failed.Add(1)
+						fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s: %v\n", o.JobID, messageNote(o.MessageID), o.Attempt, o.Reason, o.State, o.Err)
+						if o.State == pipeline.JobDead {
+							mu.Lock()
+							dead = append(dead, o.JobID)
+							mu.Unlock()
+						}
+					}
+				},
+			}
+			var tally *brokerTally
 			if g.brokerURL != "" {
-				tr, err := g.openBrokerWaiting(cmd.Context(), e, cmd.ErrOrStderr(), kind)
-				if err != nil {
-					return err
-				}
-				defer tr.Close()
-				var stop func(*brokerTally) (bool, error)
-				if untilEmpty {
-					stop = untilIdle(cmd.Context(), e, g.destination, idle)
-				}
 				if adoptTenant != "" {
 					if err := claimcheck.ValidateTenant(adoptTenant); err != nil {
 						return usagef("--adopt-tenant: %v", err)
@@ -117,53 +136,32 @@ delivered nothing for --idle.`,
 						return usagef("--adopt-tenant needs --pointer-bucket")
 					}
 				}
-				pointers := broker.ConsumeOptions{PointerBucket: pointerBucket, AdoptTenant: adoptTenant}
-				if pointerBucket != "" {
-					pointers.DefaultKind = kind // AWS producers set no kind
-				}
-				if deleteOnAck {
-					pointers.DeleteOnAck = e.pipe
-				}
-				tally, err := brokerWork(cmd.Context(), g, e, tr, map[string]claimcheck.Handler{kind: h}, concurrency, !noRelay, cmd.ErrOrStderr(), stop, pointers)
+				tr, err := g.openBrokerWaiting(cmd.Context(), e, stderr, kind)
 				if err != nil {
 					return err
 				}
+				defer tr.Close()
+				src := brokerSource(g, tr, stderr, !noRelay)
+				src.Idle, src.DeleteOnAck = idle, deleteOnAck
+				src.Consume = broker.ConsumeOptions{PointerBucket: pointerBucket, AdoptTenant: adoptTenant}
+				if pointerBucket != "" {
+					src.Consume.DefaultKind = kind // AWS producers set no kind
+				}
+				tally = &brokerTally{}
+				src.OnSettled = tally.add
+				opts.Broker = src
+			}
+			if err := e.pipe.Work(cmd.Context(), opts); err != nil {
+				return err
+			}
+			if tally != nil {
 				if err := brokerSummary(cmd, g, kind, tally); err != nil {
 					return err
 				}
 				if n := tally.dead.Load(); n > 0 {
-					return fmt.Errorf("%d messages went to the broker's dead-letter destination", n)
+					return fmt.Errorf("%d messages went to the broker's dead-letter destination (jobs %v); see: claimcheck dead", n, dead)
 				}
 				return nil
-			}
-			var done, failed atomic.Int64
-			var mu sync.Mutex
-			var dead []int64 // bounded by the dead letters of this run
-			err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{
-				Handlers:     map[string]claimcheck.Handler{kind: h},
-				Concurrency:  concurrency,
-				UntilEmpty:   untilEmpty,
-				DrainTimeout: drainTimeout,
-				Abort:        takeAbort(cmd.Context()),
-				Notify:       func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), msg) },
-				OnDone: func(o pipeline.Outcome) {
-					switch o.State {
-					case pipeline.JobCompleted:
-						done.Add(1)
-					case pipeline.JobReleased:
-					default:
-						failed.Add(1)
-						fmt.Fprintf(cmd.ErrOrStderr(), "job %d: attempt %d failed (%s), %s: %v\n", o.JobID, o.Attempt, o.Reason, o.State, o.Err)
-						if o.State == pipeline.JobDead {
-							mu.Lock()
-							dead = append(dead, o.JobID)
-							mu.Unlock()
-						}
-					}
-				},
-			})
-			if err != nil {
-				return err
 			}
 			// Jobs this run sent to the dead letters make the command fail.
 			slices.Sort(dead)
