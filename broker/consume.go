@@ -19,8 +19,9 @@ const (
 	Retried      Action = "retried"
 	DeadLettered Action = "dead-lettered"
 	// Released: the consumer stopped (its context was cancelled) before
-	// the handler finished; the delivery is left unsettled, and the broker
-	// delivers it again.
+	// the handler finished; the delivery goes back to the queue
+	// (Transport.Retry after 2 s). The broker counts the delivery:
+	// the next one has Attempt incremented.
 	Released Action = "released"
 )
 
@@ -409,9 +410,12 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 	if !done {
 		o = workHeld(ctx, store, opts, d, o, report)
 		if ctx.Err() != nil && o.Action != Acked {
-			// Stopped before the handler finished: left unsettled, the
-			// broker delivers the message again.
+			// Stopped before the handler finished: back to the queue at
+			// once, for the next consumer.
 			held.release(d)
+			if err := tr.Retry(sctx, d, releaseDelay); err != nil {
+				report(fmt.Errorf("broker: consume: release %s; the broker will redeliver it: %w", o.ID, err))
+			}
 			o.Action = Released
 			return &o
 		}
@@ -473,6 +477,12 @@ func (opts *ConsumeOptions) fail(o Outcome, err error, permanent bool) Outcome {
 	o.Delay = dec.Delay
 	return o
 }
+
+// releaseDelay is how long a released delivery waits before it is
+// delivered again: longer than a pull request that the stopping consumer
+// may still hold on the broker (JetStream's FetchWait, 1 s), which would
+// otherwise take it back for a process about to exit.
+const releaseDelay = 2 * time.Second
 
 // workHeld runs work, and while it fails on unavailable infrastructure
 // runs it again in place after the policy's delay, holding the delivery

@@ -160,8 +160,8 @@ loop:
 		}
 	}
 	// Stop receiving; let running handlers finish within the drain
-	// timeout, then cancel them (their deliveries are left unsettled, and
-	// the broker delivers them again); then stop the relay.
+	// timeout, then cancel them (their deliveries go back to the queue,
+	// broker.Released); then stop the relay.
 	close(stopReceiving)
 	if ctx.Err() != nil {
 		drain.sayStopping("messages", describe(&inflight))
@@ -174,13 +174,13 @@ loop:
 	case <-finished:
 	case <-deadline.C:
 		if running := describe(&inflight); running != "" {
-			drain.say("drain timeout of %s: %s left unsettled, the broker delivers them again", drain.timeout, running)
+			drain.say("drain timeout of %s: %s go back to the queue", drain.timeout, running)
 		}
 		cancelRun()
 		<-finished
 	case <-drain.abort:
 		if running := describe(&inflight); running != "" {
-			drain.say("stopping at once: %s left unsettled, the broker delivers them again", running)
+			drain.say("stopping at once: %s go back to the queue", running)
 		}
 		cancelRun()
 		<-finished

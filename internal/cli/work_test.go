@@ -183,3 +183,45 @@ func alive(pid int) bool {
 	_, after, _ := strings.Cut(string(stat), ") ")
 	return !strings.HasPrefix(after, "Z")
 }
+
+// On each broker, the first SIGTERM lets a running --exec handler finish
+// (acknowledged on attempt 1, exit 0); with a shorter --drain-timeout the
+// delivery goes back to the queue at once and the next worker completes it.
+func TestBrokerWorkDrainsOnSignal(t *testing.T) {
+	for _, bc := range brokers {
+		t.Run(bc.name, func(t *testing.T) {
+			u := bc.url(t)
+			b := setup(t)
+			mark := filepath.Join(t.TempDir(), "started")
+			handler := []string{"--exec", "--", "sh", "-c", "touch " + mark + "; sleep 3; cat"}
+			b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+			ctx, cancel := context.WithCancel(context.Background())
+			wait := b.bg(ctx, append([]string{"--broker", u, "work", "--kind", "slow"}, handler...)...)
+			waitFile(t, mark)
+			cancel()
+			r := wait()
+			if r.code != 0 || !strings.Contains(r.stderr, "waiting up to 30s for job") || !strings.Contains(r.stdout, "succeeded 1, retried 0") {
+				t.Fatalf("work after SIGTERM: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			if got := b.jobs(); len(got) != 1 || got[0].State != "completed" || got[0].Attempts != 1 {
+				t.Fatalf("after drain: %+v, want completed on attempt 1", got)
+			}
+
+			os.Remove(mark)
+			b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+			ctx, cancel = context.WithCancel(context.Background())
+			wait = b.bg(ctx, append([]string{"--broker", u, "work", "--kind", "slow", "--drain-timeout", "500ms"}, handler...)...)
+			waitFile(t, mark)
+			cancel()
+			if r := wait(); r.code != 0 || !strings.Contains(r.stderr, "go back to the queue") {
+				t.Fatalf("work after SIGTERM with --drain-timeout 500ms: exit %d\nstderr: %s", r.code, r.stderr)
+			}
+			b.ok(append([]string{"--broker", u, "work", "--kind", "slow", "--until-empty", "--idle", "2s"}, handler...)...)
+			for _, got := range b.jobs() {
+				if got.State != "completed" {
+					t.Errorf("next worker: %+v, want completed", got)
+				}
+			}
+		})
+	}
+}
