@@ -41,7 +41,7 @@ const s3MaxCopySize = 5 << 30
 func (s *Store) refresh(ctx context.Context, t *Ticket) (gone bool, err error) {
 	if s.fileRoot != "" {
 		now := time.Now()
-		path := filepath.Join(s.fileRoot, filepath.FromSlash(t.Key))
+		path := filepath.Join(s.fileRoot, filepath.FromSlash(s.rawKey(t.Key)))
 		if err := os.Chtimes(path, now, now); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return true, nil
@@ -55,7 +55,7 @@ func (s *Store) refresh(ctx context.Context, t *Ticket) (gone bool, err error) {
 	if client == nil {
 		return false, nil
 	}
-	head, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(t.Key)})
+	head, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(s.rawKey(t.Key))})
 	if err != nil {
 		if isS3NotFound(err) {
 			return true, nil
@@ -67,8 +67,8 @@ func (s *Store) refresh(ctx context.Context, t *Ticket) (gone bool, err error) {
 	}
 	in := &s3.CopyObjectInput{
 		Bucket:            aws.String(s.s3Bucket),
-		Key:               aws.String(t.Key),
-		CopySource:        aws.String(s.s3Bucket + "/" + t.Key),
+		Key:               aws.String(s.rawKey(t.Key)),
+		CopySource:        aws.String(s.s3Bucket + "/" + s.rawKey(t.Key)),
 		MetadataDirective: types.MetadataDirectiveReplace,
 		Metadata:          head.Metadata,
 		ContentType:       head.ContentType,
@@ -89,6 +89,11 @@ func (s *Store) refresh(ctx context.Context, t *Ticket) (gone bool, err error) {
 	}
 	return false, nil
 }
+
+// rawKey is key (relative to the store's namespace, as tickets and
+// listings have it) as the bucket itself names it, for calls made on the
+// S3 client or the file system rather than through the prefixed bucket.
+func (s *Store) rawKey(key string) string { return s.namespace + key }
 
 // s3Client is the S3 client behind an s3:// store OpenStore opened, or nil.
 func (s *Store) s3Client() *s3.Client {
@@ -174,14 +179,14 @@ func (s *Store) IncompleteUploads(ctx context.Context, prefix string, fn func(In
 	if client == nil {
 		return nil
 	}
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.s3Bucket), Prefix: aws.String(prefix)}
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.s3Bucket), Prefix: aws.String(s.rawKey(prefix))}
 	for {
 		out, err := client.ListMultipartUploads(ctx, in)
 		if err != nil {
 			return storeError("claimcheck: list incomplete uploads under "+prefix, err, false)
 		}
 		for _, u := range out.Uploads {
-			up := IncompleteUpload{Key: aws.ToString(u.Key), ID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)}
+			up := IncompleteUpload{Key: strings.TrimPrefix(aws.ToString(u.Key), s.namespace), ID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)}
 			up.Size = s.uploadedBytes(ctx, client, up)
 			if err := fn(up); err != nil {
 				return err
@@ -197,7 +202,7 @@ func (s *Store) IncompleteUploads(ctx context.Context, prefix string, fn func(In
 // uploadedBytes sums the sizes of an upload's parts (first 1,000 parts
 // only: the figure is for the report).
 func (s *Store) uploadedBytes(ctx context.Context, client *s3.Client, u IncompleteUpload) int64 {
-	out, err := client.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(u.Key), UploadId: aws.String(u.ID)})
+	out, err := client.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(s.rawKey(u.Key)), UploadId: aws.String(u.ID)})
 	if err != nil {
 		return 0
 	}
@@ -215,7 +220,7 @@ func (s *Store) AbortUpload(ctx context.Context, u IncompleteUpload) error {
 	if client == nil {
 		return nil
 	}
-	_, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(u.Key), UploadId: aws.String(u.ID)})
+	_, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(s.rawKey(u.Key)), UploadId: aws.String(u.ID)})
 	if err != nil && !isS3Code(err, "NoSuchUpload") && !isS3NotFound(err) {
 		return storeError("claimcheck: abort an incomplete upload", err, false)
 	}
@@ -233,7 +238,7 @@ func (s *Store) RemoveTempFile(key string) error {
 	if s.fileRoot == "" || !IsTempKey(key) {
 		return fmt.Errorf("claimcheck: remove temporary file: not a file store's temporary file: %w", ErrConfig)
 	}
-	path := filepath.Join(s.fileRoot, filepath.FromSlash(key))
+	path := filepath.Join(s.fileRoot, filepath.FromSlash(s.rawKey(key)))
 	if rel, err := filepath.Rel(s.fileRoot, path); err != nil || strings.HasPrefix(rel, "..") {
 		return fmt.Errorf("claimcheck: remove temporary file: outside the store: %w", ErrConfig)
 	}

@@ -92,6 +92,8 @@ type Store struct {
 	// notFoundGrace: a claim's NotFound this soon after the ticket's
 	// creation is transient (ErrNotVisibleYet); 0 never.
 	notFoundGrace time.Duration
+	namespace     string // prefix= of the URL, ending in '/'; "" for the root (namespace.go)
+	location      string // for messages: scheme://bucket/namespace
 }
 
 // OpenStore opens the bucket at a gocloud.dev/blob URL (file://, mem://, and
@@ -102,6 +104,10 @@ type Store struct {
 // crosses filesystems, and every check-in fsyncs the file and its directories
 // before a ticket exists: gocloud's fileblob does not fsync on its own.
 //
+// Every scheme takes gocloud's prefix= parameter (for s3:// too): the
+// store's namespace, under which every key it writes or reads lives (see
+// namespace.go and ValidateNamespace).
+//
 // Errors: ErrConfig for a bad URL or option, ErrUnavailable or
 // ErrAccessDenied when the bucket cannot be opened.
 func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error) {
@@ -109,6 +115,11 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 	if err != nil || u.Scheme == "" {
 		return nil, fmt.Errorf("claimcheck: store URL must look like file:///abs/dir, s3://bucket?region=...&endpoint=... or mem://: %w", ErrConfig)
 	}
+	ns, err := namespaceFromURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: store URL: %v: %w", err, ErrConfig)
+	}
+	location := storeLocation(u, ns)
 	var fileRoot string
 	if u.Scheme == "file" {
 		// fileblob ignores a host (file://data/x opens /x), and reads "." as
@@ -137,11 +148,15 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
 	}
+	if ns != "" {
+		b = blob.PrefixedBucket(b, ns)
+	}
 	s, err := NewStore(b, opts)
 	if err != nil {
 		_ = b.Close()
 		return nil, err
 	}
+	s.namespace, s.location = ns, location
 	s.s3up = up
 	switch u.Scheme {
 	case "s3":
@@ -160,7 +175,7 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	s := &Store{bucket: b, name: opts.Name, keys: keyPolicy{secret: opts.Secret}, maxSize: opts.MaxPayloadSize, spoolDir: opts.SpoolDir}
+	s := &Store{bucket: b, name: opts.Name, keys: keyPolicy{secret: opts.Secret}, maxSize: opts.MaxPayloadSize, spoolDir: opts.SpoolDir, location: "bucket"}
 	if s.name == "" {
 		s.name = DefaultStoreName
 	}

@@ -67,6 +67,23 @@ func FromRetention(r *claimcheck.Retention) Policy {
 	return Policy{PayloadDays: r.PayloadDays, ResultDays: r.ResultDays}
 }
 
+// InNamespace is p for a store namespace ns (claimcheck.Store.Namespace,
+// ending in '/'; "" is the bucket's root, for which p is returned as it
+// is): its rules cover ns+"payloads/" and ns+"results/", and their IDs
+// start with "claimcheck@"+ns+"#", so that Merge for one namespace (or for
+// the root, whose IDs start with IDPrefix) never replaces another's rules.
+func (p Policy) InNamespace(ns string) Policy {
+	if ns == "" {
+		return p
+	}
+	p = p.withDefaults()
+	if p.IDPrefix == IDPrefix {
+		p.IDPrefix = "claimcheck@" + ns + "#"
+	}
+	p.PayloadPrefix, p.ResultPrefix = ns+p.PayloadPrefix, ns+p.ResultPrefix
+	return p
+}
+
 // Rule is one of our rules in a store-neutral form.
 type Rule struct {
 	ID string `json:"id"`

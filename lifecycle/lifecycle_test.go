@@ -440,3 +440,33 @@ func TestApplyWithFakeClient(t *testing.T) {
 		}
 	})
 }
+
+// TestNamespacesKeepEachOthersRules: the root's and two namespaces' rules
+// live side by side in one bucket's configuration; merging one never
+// replaces or removes another's, and each covers only its own prefixes.
+func TestNamespacesKeepEachOthersRules(t *testing.T) {
+	t.Parallel()
+	root := seedPolicy(t)
+	a, ab := root.InNamespace("a/"), root.InNamespace("a/b/")
+	var rules []types.LifecycleRule
+	for _, p := range []lifecycle.Policy{root, a, ab} {
+		idPrefix := p.IDPrefix
+		if idPrefix == "" {
+			idPrefix = lifecycle.IDPrefix
+		}
+		m, err := lifecycle.Merge(rules, ourRules(t, p), idPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Removed) != 0 || len(m.Replaced) != 0 {
+			t.Errorf("merging %s removed %q, replaced %q", p.PayloadPrefix, m.Removed, m.Replaced)
+		}
+		rules = m.Rules
+	}
+	if got, want := ids(rules), []string{"claimcheck-payloads", "claimcheck-results", "claimcheck@a/#payloads", "claimcheck@a/#results", "claimcheck@a/b/#payloads", "claimcheck@a/b/#results"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("rules %q, want %q", got, want)
+	}
+	if p := aws.ToString(rules[4].Filter.Prefix); p != "a/b/payloads/" {
+		t.Errorf("namespace a/b/ payload rule prefix %q", p)
+	}
+}

@@ -202,6 +202,14 @@ var registrySchema = []registryStep{
 		PRIMARY KEY (object_key, ticket_ns)
 	)`,
 	},
+	{
+		// The job database's identity and the store namespaces it owns
+		// (namespace.go): name → value.
+		name:   "create table claimcheck_meta",
+		table:  "claimcheck_meta",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
+		pg:     `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
+	},
 }
 
 // jobDB is an open job database with its River driver.

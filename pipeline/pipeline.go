@@ -125,6 +125,10 @@ type Config struct {
 	Retry claimcheck.RetryPolicy
 	// Logger receives River's and the workers' logs. Default: discard.
 	Logger *slog.Logger
+	// ReadOnly opens for reading only: Open writes no namespace marker and
+	// no database identity (it still refuses a namespace another job
+	// database owns).
+	ReadOnly bool
 }
 
 // Pipeline enqueues and works claimcheck jobs on River.
@@ -136,14 +140,22 @@ type Pipeline struct {
 	driver  riverdriver.Driver[*sql.Tx]
 	client  *river.Client[*sql.Tx] // insert-only client
 	logger  *slog.Logger
+	dbID    string // claimcheck_meta's database_id (namespace.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
 // River's and the claims registry's migrations unless SkipMigrations is set,
 // and returns a Pipeline.
 //
+// Open then checks that this job database owns the store's namespace
+// (claimcheck.NamespaceMarkerKey), claiming it on first use, before anything
+// reads or deletes an object: a sweep driven by another database's registry
+// would take this one's live payloads for orphans.
+//
 // Errors: claimcheck.ErrConfig for a missing store, a bad database URL, or an
-// inline threshold whose tickets exceed MaxMessageSize; ErrNotMigrated (with
+// inline threshold whose tickets exceed MaxMessageSize;
+// claimcheck.ErrNamespaceOwned (with ErrConfig) naming both databases when
+// another job database owns the store's namespace; ErrNotMigrated (with
 // ErrConfig) with SkipMigrations on an unmigrated database; otherwise the
 // database's error, wrapped.
 func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
@@ -195,6 +207,13 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, db: d.db, dialect: d.target.Dialect, store: cfg.Store, driver: d.driver, logger: logger}
+	if p.dbID, err = databaseID(ctx, d.db, !cfg.ReadOnly); err == nil {
+		err = p.claimNamespace(ctx, d.target.String(), cfg.ReadOnly)
+	}
+	if err != nil {
+		_ = d.db.Close()
+		return nil, err
+	}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
 	if err != nil {
 		_ = d.db.Close()

@@ -379,7 +379,7 @@ func (s *sweeper) otherPrefixes(ctx context.Context) error {
 			return fmt.Errorf("sweep: list the store's top level: %w", storeErr(err))
 		}
 		for _, obj := range objs {
-			if s.touchesSwept(obj.Key) {
+			if s.touchesSwept(obj.Key) || obj.Key == claimcheck.NamespaceMarkerKey {
 				continue
 			}
 			e := Entry{Key: obj.Key, Object: RedactKey(obj.Key), Reason: OtherPrefix, Size: obj.Size,

@@ -105,13 +105,13 @@ func (b *cliBundle) submit(args ...string) jobJSON {
 }
 
 // objects lists the object files in the default file store (not the
-// fileblob attribute sidecars), keyed by object key.
+// fileblob attribute sidecars nor the namespace marker), keyed by object key.
 func (b *cliBundle) objects() map[string]string {
 	b.t.Helper()
 	root := filepath.Join(b.data, "objects")
 	found := map[string]string{}
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, ".attrs") {
+		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, ".attrs") && d.Name() != claimcheck.NamespaceMarkerKey {
 			rel, _ := filepath.Rel(root, p)
 			found[filepath.ToSlash(rel)] = p
 		}

@@ -43,7 +43,11 @@ store has no lifecycle engine: "claimcheck sweep --expire-payloads ...
 			if err != nil {
 				return err
 			}
-			p := lifecycle.FromRetention(r)
+			ns, err := storeNamespace(g.store)
+			if err != nil {
+				return err
+			}
+			p := lifecycle.FromRetention(r).InNamespace(ns)
 			var b []byte
 			switch format {
 			case "s3":
@@ -103,7 +107,7 @@ place (a deploy step), not from every process.`,
 			if !store.Bucket().As(&client) {
 				return fmt.Errorf("lifecycle apply: the s3:// store exposes no S3 client")
 			}
-			res, err := lifecycle.Apply(cmd.Context(), client, u.Host, lifecycle.FromRetention(r), &lifecycle.ApplyOptions{DryRun: dryRun})
+			res, err := lifecycle.Apply(cmd.Context(), client, u.Host, lifecycle.FromRetention(r).InNamespace(store.Namespace()), &lifecycle.ApplyOptions{DryRun: dryRun})
 			if err != nil {
 				return err
 			}
@@ -125,8 +129,9 @@ place (a deploy step), not from every process.`,
 			default:
 				fmt.Fprintf(out, "bucket %s: lifecycle configuration written and read back\n", res.Bucket)
 			}
+			ns := store.Namespace()
 			fmt.Fprintf(out, "  %s expire after %s, %s after %s; incomplete uploads aborted after 1 day\n",
-				claimcheck.PrefixPayloads, days(r.PayloadDays), claimcheck.PrefixResults, days(r.ResultDays))
+				ns+claimcheck.PrefixPayloads, days(r.PayloadDays), ns+claimcheck.PrefixResults, days(r.ResultDays))
 			fmt.Fprintf(out, "  other rules kept as they were: %s\n", list(res.Foreign))
 			fmt.Fprintf(out, "  claimcheck rules added: %s; replaced: %s; unchanged: %s; removed: %s\n",
 				list(res.Added), list(res.Replaced), list(res.Unchanged), list(res.Removed))
@@ -135,4 +140,18 @@ place (a deploy step), not from every process.`,
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "read and merge, write nothing")
 	return c
+}
+
+// storeNamespace is the namespace (prefix=) of a store URL, "" for none
+// or no URL, for commands that do not open the store.
+func storeNamespace(store string) (string, error) {
+	u, err := url.Parse(store)
+	if err != nil || !u.Query().Has("prefix") {
+		return "", nil
+	}
+	ns, err := claimcheck.ValidateNamespace(u.Query().Get("prefix"))
+	if err != nil {
+		return "", usagef("--store: %v", err)
+	}
+	return ns, nil
 }

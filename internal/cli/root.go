@@ -326,7 +326,7 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		store.Close()
 		return nil, err
 	}
-	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB})
+	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB, ReadOnly: g.readOnly})
 	if err != nil {
 		store.Close()
 		return nil, err
