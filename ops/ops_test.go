@@ -134,12 +134,13 @@ func setup(t *testing.T, database string, opts *claimcheck.Options) *bundle {
 	return &bundle{st: st, p: p, root: root}
 }
 
-// files lists the object files under root/dir (no sidecars).
+// files lists the object files under root/dir (no sidecars, no namespace
+// marker).
 func (b *bundle) files(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
 	_ = filepath.WalkDir(filepath.Join(b.root, dir), func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, ".attrs") {
+		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, ".attrs") && d.Name() != claimcheck.NamespaceMarkerKey {
 			out = append(out, p)
 		}
 		return nil
