@@ -139,7 +139,7 @@ func (b *bundle) enqueue(t *testing.T, kind, tenant string, data []byte, opts *p
 }
 
 // objects lists the keys of the objects in the store (temporary files and
-// sidecars excluded).
+// sidecars and the namespace marker excluded).
 func (b *bundle) objects(t *testing.T) []string {
 	t.Helper()
 	var keys []string
@@ -152,7 +152,7 @@ func (b *bundle) objects(t *testing.T) []string {
 		if err != nil {
 			t.Fatalf("list the store: %v", err)
 		}
-		if !claimcheck.IsTempKey(obj.Key) {
+		if !claimcheck.IsTempKey(obj.Key) && obj.Key != claimcheck.NamespaceMarkerKey {
 			keys = append(keys, obj.Key)
 		}
 	}

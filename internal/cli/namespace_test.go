@@ -6,11 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline"
+	"github.com/claimcheck/claimcheck/sweep"
 )
 
 // TestNamespacesShareOneBucket: two job databases on one file bucket, each
@@ -109,6 +112,84 @@ func TestStorePrefixValidated(t *testing.T) {
 		r := b.run("", "--store", "file://"+filepath.ToSlash(t.TempDir())+"?prefix="+p, "submit", "--kind", "count", "--tenant", "acme", "-")
 		if r.code != 2 || !strings.Contains(r.stderr, "prefix") {
 			t.Errorf("prefix=%q: exit %d, want 2 naming the prefix\n%s", p, r.code, r.stderr)
+		}
+	}
+}
+
+// TestNamespacesShareOneS3Bucket is TestNamespacesShareOneBucket on a real
+// S3 server (SeaweedFS): two job databases in two namespaces of one bucket
+// submit, sweep as if three days had passed (every object past the grace
+// period), and work: no live payload is lost. A third database on one of
+// the namespaces is refused by sweep, submit and work with exit 2.
+func TestNamespacesShareOneS3Bucket(t *testing.T) {
+	s3URL := os.Getenv("CLAIMCHECK_TEST_S3_URL")
+	if s3URL == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CLAIMCHECK_TEST_S3_URL is not set (scripts/seaweedfs.sh env prints it)")
+		}
+		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
+	}
+	ctx := t.Context()
+	const n = 5
+	in := t.TempDir()
+	run := "ns" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	stores := map[string]string{}
+	bundles := map[string]*cliBundle{}
+	for _, ns := range []string{"staging", "prod"} {
+		stores[ns] = s3URL + "&prefix=" + run + "/" + ns + "/"
+		bundles[ns] = setup(t)
+		for i := range n {
+			f := filepath.Join(in, fmt.Sprintf("%s-%d.txt", ns, i))
+			if err := os.WriteFile(f, []byte(fmt.Sprintf("payload %d of %s", i, ns)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			bundles[ns].submit("--store", stores[ns], "--always-offload", "--kind", "count", "--tenant", "acme", f)
+		}
+	}
+	for ns, b := range bundles {
+		store, err := claimcheck.OpenStore(ctx, stores[ns], &claimcheck.Options{SpoolDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pipeline.Open(ctx, pipeline.Config{Database: filepath.Join(b.data, "claimcheck.db"), Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(72 * time.Hour)
+		rep, err := sweep.Sweep(ctx, sweep.Options{Store: store, DB: p.DB(), Now: func() time.Time { return later }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Removed != 0 || rep.Listed != n {
+			t.Errorf("sweep of %s 72h later: listed %d, removed %d; want %d and 0", ns, rep.Listed, rep.Removed, n)
+		}
+		t.Logf("S3 namespace %s swept as if 72h later: listed %d, removed %d", ns, rep.Listed, rep.Removed)
+		p.Close()
+		store.Close()
+	}
+	for ns, b := range bundles {
+		b.ok("--store", stores[ns], "work", "--kind", "count", "--until-empty", "--exec", "--", "sh", "-c", "wc -c")
+		done := 0
+		for _, j := range b.jobs("--store", stores[ns]) {
+			if j.State == "completed" {
+				done++
+			}
+		}
+		if done != n {
+			t.Errorf("S3 namespace %s: %d of %d jobs completed", ns, done, n)
+		}
+	}
+	intruder := setup(t)
+	f := filepath.Join(in, "staging-0.txt")
+	intruder.ok("--store", s3URL+"&prefix="+run+"/other/", "submit", "--kind", "count", "--tenant", "acme", f)
+	for _, args := range [][]string{
+		{"sweep"},
+		{"submit", "--kind", "count", "--tenant", "acme", f},
+		{"work", "--kind", "count", "--until-empty", "--exec", "--", "cat"},
+	} {
+		r := intruder.run("", append([]string{"--store", stores["staging"]}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, filepath.Join(bundles["staging"].data, "claimcheck.db")) || !strings.Contains(r.stderr, filepath.Join(intruder.data, "claimcheck.db")) {
+			t.Errorf("%s on another database's S3 namespace: exit %d, want 2 naming both databases\n%s", args[0], r.code, r.stderr)
 		}
 	}
 }
