@@ -133,7 +133,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		// The wrapped data key is in the object's metadata: one HEAD first.
 		attrs, err := s.bucket.Attributes(ctx, t.Key)
 		if err != nil {
-			return nil, storeError("claimcheck: claim "+t.String(), err, true)
+			return nil, s.claimError("claimcheck: claim "+t.String(), t, err)
 		}
 		if wrapped = attrs.Metadata[metaDEK]; wrapped == "" {
 			return nil, fmt.Errorf("claimcheck: claim %s: object is not encrypted and this store requires it: %w", t, ErrPayloadCorrupt)
@@ -141,7 +141,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 	}
 	r, err := s.bucket.NewReader(ctx, t.Key, nil)
 	if err != nil {
-		return nil, storeError("claimcheck: claim "+t.String(), err, true)
+		return nil, s.claimError("claimcheck: claim "+t.String(), t, err)
 	}
 	v := &verifyingReader{r: r, t: t, sum: sha256.New(), src: r}
 	if s.seal == nil {

@@ -18,7 +18,7 @@ import (
 )
 
 // The error classes of claimcheck. Every error returned by this module wraps
-// at most one of them; test with errors.Is. IsPermanent tells which classes
+// at most one of them (ErrNotVisibleYet comes with ErrUnavailable); test with errors.Is. IsPermanent tells which classes
 // must never be retried, and Reason gives the machine-readable name recorded
 // on dead letters.
 //
@@ -42,6 +42,9 @@ import (
 //   - ErrUnavailable: timeouts, throttling, network failures, cancelled
 //     contexts and anything else the store reports; also a broker that
 //     cannot be reached (broker transports wrap it).
+//   - ErrNotVisibleYet (with ErrUnavailable): no object yet, within the
+//     store's NotFoundGrace after the ticket's creation (an eventually
+//     consistent store catching up); after the grace it is ErrPayloadMissing.
 //   - ErrKeeper: the keeper cannot wrap or unwrap a data key: the wrong
 //     key-encryption key (a different --keeper than the one that encrypted
 //     the payload), a disabled key, a key the caller may not use (a KMS's
@@ -60,8 +63,14 @@ var (
 	ErrTicketForbidden = errors.New("ticket forbidden")
 	ErrAccessDenied    = errors.New("access denied")
 	ErrUnavailable     = errors.New("unavailable")
-	ErrKeeper          = errors.New("keeper failed")
-	ErrConfig          = errors.New("invalid configuration")
+	// ErrNotVisibleYet: a claim found no object within the store's
+	// NotFoundGrace after the ticket's creation, so an eventually
+	// consistent store may not show it yet. Transient; it also matches
+	// ErrUnavailable (errors.Is), so it is retried as unavailable
+	// infrastructure is.
+	ErrNotVisibleYet = errors.New("payload not visible yet")
+	ErrKeeper        = errors.New("keeper failed")
+	ErrConfig        = errors.New("invalid configuration")
 )
 
 // The causes of a failure, beside its class: why a store, keeper, database
@@ -104,6 +113,7 @@ const (
 	ReasonHandler         = "handler-permanent"
 	ReasonAccessDenied    = "access-denied"
 	ReasonUnavailable     = "store-unavailable"
+	ReasonNotVisibleYet   = "payload-not-visible-yet"
 	ReasonKeeper          = "keeper-failed"
 	ReasonConfig          = "config"
 	ReasonTransient       = "transient"
@@ -121,6 +131,7 @@ var reasons = []struct {
 	{ErrKeyConflict, ReasonKeyConflict, true},
 	{ErrTicketForbidden, ReasonTicketForbidden, true},
 	{ErrAccessDenied, ReasonAccessDenied, false},
+	{ErrNotVisibleYet, ReasonNotVisibleYet, false},
 	{ErrUnavailable, ReasonUnavailable, false},
 	{ErrKeeper, ReasonKeeper, false},
 	{ErrConfig, ReasonConfig, false},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"gocloud.dev/gcerrors"
 )
 
 // What the sweeper and reuse need from a store beyond gocloud.dev/blob:
@@ -255,4 +257,40 @@ func (s *Store) RemoveTempFile(key string) error {
 		}
 	}
 	return nil
+}
+
+// DefaultNotFoundGrace is Options.NotFoundGrace's default: 2 minutes.
+const DefaultNotFoundGrace = 2 * time.Minute
+
+// notFoundGraceFromURL takes notfound_grace=D (a duration such as 30s, 2m
+// or 0 for none; ParseDuration's units) out of a store URL.
+func notFoundGraceFromURL(u *url.URL) (time.Duration, error) {
+	q := u.Query()
+	v, ok := q["notfound_grace"]
+	if !ok {
+		return 0, nil
+	}
+	q.Del("notfound_grace")
+	u.RawQuery = q.Encode()
+	d, err := ParseDuration(v[0])
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("notfound_grace=%q: give a duration such as 2m, or 0 for none", v[0])
+	}
+	if d == 0 {
+		return -1, nil
+	}
+	return d, nil
+}
+
+// claimError classifies a store error of a claim of t: NotFound within the
+// store's NotFoundGrace of the ticket's creation is ErrNotVisibleYet
+// (transient), later ErrPayloadMissing (permanent).
+func (s *Store) claimError(what string, t *Ticket, err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound && s.notFoundGrace > 0 {
+		if since := time.Since(t.Created); since < s.notFoundGrace {
+			return fmt.Errorf("%w: %s %s after its check-in, within the store's %s consistency grace (retried; missing after it): %w",
+				ErrNotVisibleYet, what, FormatDuration(max(since, 0).Round(time.Millisecond)), FormatDuration(s.notFoundGrace), storeError(what, err, false))
+		}
+	}
+	return storeError(what, err, true)
 }

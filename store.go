@@ -67,6 +67,15 @@ type Options struct {
 	// 262,144 by default). When set, a threshold whose inline ticket could
 	// exceed it is an ErrConfig at open. 0 skips the check.
 	MaxMessageSize int64
+	// NotFoundGrace is how long after a ticket's creation a claim that finds
+	// no object is taken for an eventually consistent store still catching
+	// up (Ceph RGW, older MinIO, Garage answer NoSuchKey for a moment after
+	// another process's write): ErrNotVisibleYet, transient, retried with
+	// backoff. After it, a missing object is ErrPayloadMissing (permanent).
+	// 0 means DefaultNotFoundGrace; negative means none. The store URL's
+	// notfound_grace=D parameter sets it too (Options win). Measured from
+	// the ticket's Created (the producer's clock) on the worker's clock.
+	NotFoundGrace time.Duration
 	// SpoolDir holds temporary files: check-ins being hashed and claims being
 	// verified. Default os.TempDir(). Files are removed when done.
 	SpoolDir string
@@ -139,6 +148,18 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 			q.Set("no_tmp_dir", "1")
 		}
 		u.RawQuery = q.Encode()
+	}
+	grace, err := notFoundGraceFromURL(u) // notfound_grace (housekeeping.go)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
+	}
+	if grace != 0 && (opts == nil || opts.NotFoundGrace == 0) {
+		o := Options{}
+		if opts != nil {
+			o = *opts
+		}
+		o.NotFoundGrace = grace
+		opts = &o
 	}
 	up, err := s3UploadFromURL(u) // part_size, upload_concurrency (store_s3.go)
 	if err != nil {
@@ -223,6 +244,12 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("claimcheck: transport's maximum message size of %d bytes is below the ticket budget of %d bytes: %w",
 				opts.MaxMessageSize, MaxTicketBytes, ErrConfig)
 		}
+	}
+	switch {
+	case opts.NotFoundGrace == 0:
+		s.notFoundGrace = DefaultNotFoundGrace
+	case opts.NotFoundGrace > 0:
+		s.notFoundGrace = opts.NotFoundGrace
 	}
 	if s.spoolDir == "" {
 		s.spoolDir = os.TempDir()

@@ -29,6 +29,13 @@ import (
 // when CI is set).
 func s3TestStore(t *testing.T, opts *claimcheck.Options) *claimcheck.Store {
 	t.Helper()
+	return s3TestStoreVia(t, "", opts)
+}
+
+// s3TestStoreVia is s3TestStore with the store's requests sent to
+// endpoint (a fault-injecting proxy in front of the server) when set.
+func s3TestStoreVia(t *testing.T, endpoint string, opts *claimcheck.Options) *claimcheck.Store {
+	t.Helper()
 	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
 	if raw == "" {
 		if os.Getenv("CI") != "" {
@@ -55,6 +62,11 @@ func s3TestStore(t *testing.T, opts *claimcheck.Options) *claimcheck.Store {
 	}
 	u, _ := url.Parse(raw)
 	u.Host = name
+	if endpoint != "" {
+		q := u.Query()
+		q.Set("endpoint", endpoint)
+		u.RawQuery = q.Encode()
+	}
 	store, err := claimcheck.OpenStore(ctx, u.String(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -306,12 +318,16 @@ func (b *bundle) second(t *testing.T, database string) *pipeline.Pipeline {
 }
 
 func (b *bundle) enqueueTx(tk *claimcheck.Ticket) (*pipeline.EnqueueResult, error) {
+	return b.enqueueTxKind(tk, "paused")
+}
+
+func (b *bundle) enqueueTxKind(tk *claimcheck.Ticket, kind string) (*pipeline.EnqueueResult, error) {
 	tx, err := b.pipe.DB().BeginTx(b.ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	res, err := b.pipe.EnqueueTx(b.ctx, tx, "paused", tk, nil)
+	res, err := b.pipe.EnqueueTx(b.ctx, tx, kind, tk, nil)
 	if err != nil {
 		return nil, err
 	}
