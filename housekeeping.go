@@ -294,3 +294,7 @@ func (s *Store) claimError(what string, t *Ticket, err error) error {
 	}
 	return storeError(what, err, true)
 }
+
+// NotFoundGrace is how long after a ticket's creation a missing object is
+// ErrNotVisibleYet rather than ErrPayloadMissing (0: never).
+func (s *Store) NotFoundGrace() time.Duration { return s.notFoundGrace }

@@ -72,7 +72,9 @@ type Options struct {
 	// up (Ceph RGW, older MinIO, Garage answer NoSuchKey for a moment after
 	// another process's write): ErrNotVisibleYet, transient, retried with
 	// backoff. After it, a missing object is ErrPayloadMissing (permanent).
-	// 0 means DefaultNotFoundGrace; negative means none. The store URL's
+	// 0 means DefaultNotFoundGrace, except for file:// and mem:// stores
+	// OpenStore opens (none: a local read after a write is immediate);
+	// negative means none. The store URL's
 	// notfound_grace=D parameter sets it too (Options win). Measured from
 	// the ticket's Created (the producer's clock) on the worker's clock.
 	NotFoundGrace time.Duration
@@ -184,6 +186,9 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		s.s3Bucket = u.Host
 	case "file", "mem":
 		s.hostClock = true // this host stamps the objects (Clock)
+		if opts == nil || opts.NotFoundGrace == 0 {
+			s.notFoundGrace = 0 // read after write is immediate here
+		}
 	}
 	s.fileRoot = fileRoot
 	s.owned = true

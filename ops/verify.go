@@ -156,6 +156,33 @@ func (v *verifier) enqueue(ctx context.Context, size int64) (*pipeline.EnqueueRe
 	return res, nil
 }
 
+// enqueueAged is enqueue with the ticket's creation time moved age into
+// the past.
+func (v *verifier) enqueueAged(ctx context.Context, size int64, age time.Duration) (*pipeline.EnqueueResult, error) {
+	t, err := v.p.CheckIn(ctx, v.o.Tenant, probeReader(size), &claimcheck.CheckInOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return nil, err
+	}
+	if !t.IsInline() {
+		v.objects = append(v.objects, t.Key)
+	}
+	t.Created = t.Created.Add(-age)
+	tx, err := v.p.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, err := v.p.EnqueueTx(ctx, tx, v.o.Kind, t, &pipeline.EnqueueOptions{MaxAttempts: 1})
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	v.jobs = append(v.jobs, res.JobID)
+	return res, nil
+}
+
 var errStop = errors.New("stop")
 
 // uniform is check (a).
@@ -242,10 +269,13 @@ func (v *verifier) uniform(ctx context.Context) {
 	v.rep.add(CheckUniform, StatusPass, "%s: all ≤ %d bytes; the probes' job arguments within %d bytes of each other", detail, claimcheck.MaxTicketBytes, maxArgs-minArgs)
 }
 
-// missing is check (b).
+// missing is check (b). The probe's ticket is dated past the store's
+// NotFound grace (claimcheck.Options.NotFoundGrace): within it a missing
+// object is taken for an eventually consistent store catching up, and
+// retried.
 func (v *verifier) missing(ctx context.Context) {
 	size := v.probeSize()
-	res, err := v.enqueue(ctx, size)
+	res, err := v.enqueueAged(ctx, size, v.st.NotFoundGrace()+time.Minute)
 	if err != nil {
 		v.rep.add(CheckMissingDead, StatusFail, "cannot enqueue a %s probe: %s", bytesText(size), classText(err))
 		return

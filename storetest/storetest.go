@@ -386,7 +386,8 @@ func testRoundTripEncrypted(t *testing.T, h Harness) {
 	ctx := t.Context()
 	for _, offload := range []bool{false, true} {
 		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
-			s := h.Open(t, newKeeperOptions(t, claimcheck.Options{AlwaysOffload: offload}))
+			// No NotFound grace: the deleted object below is missing at once.
+			s := h.Open(t, newKeeperOptions(t, claimcheck.Options{AlwaysOffload: offload, NotFoundGrace: -1}))
 			tenant := NewTenant(t, s)
 			th := s.InlineThreshold()
 			large := h.LargeSize
@@ -638,7 +639,19 @@ func testConcurrentNamedConflict(t *testing.T, h Harness) {
 
 func testMissing(t *testing.T, h Harness) {
 	ctx := t.Context()
-	s := h.Open(t, nil)
+	// Within a NotFound grace, a missing object may be an eventually
+	// consistent store catching up: transient.
+	graced := h.Open(t, &claimcheck.Options{NotFoundGrace: time.Hour})
+	gt := checkIn(t, graced, NewTenant(t, graced), Payload(701, graced.InlineThreshold()+1), nil)
+	if err := DeleteObject(ctx, graced, gt.Key); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, graced, gt, claimcheck.ErrNotVisibleYet)
+	if err := func() error { p, _ := graced.Claim(gt); return p.Verify(ctx) }(); claimcheck.IsPermanent(err) || !errors.Is(err, claimcheck.ErrUnavailable) || claimcheck.Reason(err) != claimcheck.ReasonNotVisibleYet {
+		t.Fatalf("missing within the grace: %v (reason %s), want transient %s", err, claimcheck.Reason(err), claimcheck.ReasonNotVisibleYet)
+	}
+
+	s := h.Open(t, &claimcheck.Options{NotFoundGrace: -1})
 	tenant := NewTenant(t, s)
 	tk := checkIn(t, s, tenant, Payload(700, s.InlineThreshold()+1), nil)
 	if err := DeleteObject(ctx, s, tk.Key); err != nil {

@@ -32,6 +32,9 @@ func TestScaleOutEndToEnd(t *testing.T) {
 	}
 	b := setup(t)
 	tenant := "so" + strconv.FormatInt(time.Now().UnixNano(), 36) // a fresh prefix in the shared bucket
+	// No NotFound grace: the object deleted below must be missing at once
+	// (within the grace a missing object is payload-not-visible-yet).
+	s3URL += "&notfound_grace=0"
 	global := []string{"--store", s3URL, "--database", database}
 	run := func(ctx context.Context, args ...string) result {
 		var out, errOut bytes.Buffer
