@@ -116,10 +116,10 @@ func TestEventuallyConsistentStore(t *testing.T) {
 
 	var mu sync.Mutex
 	var attempts []string
-	done := func(id int64, _ string, err error) {
+	done := func(o pipeline.Outcome) {
 		mu.Lock()
 		defer mu.Unlock()
-		attempts = append(attempts, claimcheck.Reason(err))
+		attempts = append(attempts, claimcheck.Reason(o.Err))
 	}
 	work := func(t *testing.T) {
 		t.Helper()
