@@ -131,6 +131,50 @@ type Leaser interface {
 	Lease(ctx context.Context) (time.Duration, error)
 }
 
+// FanOut is implemented by transports whose broker may copy every message
+// Publish sends to several queues: a RabbitMQ fanout exchange, an SNS topic
+// feeding several SQS queues. The relay registers one reference to a
+// payload per queue it names, so that deletion on acknowledgement
+// (ConsumeOptions.DeleteOnAck) deletes the object only once every queue's
+// consumer has acknowledged its copy; a consumer whose transport reports a
+// fan-out it cannot count refuses DeleteOnAck at start-up. A transport
+// that does not implement FanOut delivers each message to its own queue
+// only.
+type FanOut interface {
+	// FanOutQueues names, as their consumers' transports name them
+	// (QueueNamer), every queue that receives a copy of each message
+	// Publish sends, the transport's own included. An error wrapping
+	// ErrFanOutUnknown if the transport cannot tell.
+	FanOutQueues() ([]string, error)
+}
+
+// ErrFanOutUnknown is returned (wrapped) by FanOut.FanOutQueues when the
+// broker copies messages to queues the transport cannot list.
+var ErrFanOutUnknown = errors.New("the queues this destination's messages are copied to are unknown")
+
+// CheckFanOut returns nil if consumers of tr can count the references the
+// broker creates: tr does not fan out, or names every queue it fans out to,
+// its own (QueueName) among them. Otherwise an error wrapping
+// claimcheck.ErrConfig that says why (and ErrFanOutUnknown where that is
+// the cause).
+func CheckFanOut(tr Transport) error {
+	fo, ok := tr.(FanOut)
+	if !ok {
+		return nil
+	}
+	qs, err := fo.FanOutQueues()
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, claimcheck.ErrConfig)
+	}
+	own := QueueName(tr)
+	for _, q := range qs {
+		if q == own {
+			return nil
+		}
+	}
+	return fmt.Errorf("broker: queue %q is not among the queues its messages are copied to (%s): %w", own, strings.Join(qs, ", "), claimcheck.ErrConfig)
+}
+
 // QueueName is tr's QueueNamer name, or "" if it has none.
 func QueueName(tr Transport) string {
 	if n, ok := tr.(QueueNamer); ok {

@@ -62,7 +62,7 @@ type Outcome struct {
 	// Duplicate is true when the Inbox had already recorded this message as
 	// processed: it was acked without running the handler.
 	Duplicate bool
-	// Deleted is true when DeleteOnAck deleted the payload's object after
+	// Deleted is true when DeleteOnAck deleted the payload's object before
 	// this acknowledgement (the last reference to it).
 	Deleted bool
 }
@@ -87,14 +87,16 @@ type Inbox interface {
 }
 
 // Releaser drops one reference to a payload once its message is
-// acknowledged, and deletes the object when no reference is left (opt-in
+// processed, and deletes the object when no reference is left (opt-in
 // deletion on acknowledgement; see ConsumeOptions.DeleteOnAck).
 // pipeline.Pipeline implements it with the claims registry.
 type Releaser interface {
-	// Release drops the reference of outbox entry job (AttrJob) to t's
-	// object and deletes the object if none is left. It reports whether
-	// the object was deleted.
-	Release(ctx context.Context, job int64, t *claimcheck.Ticket) (bool, error)
+	// Release drops the reference of outbox entry job (AttrJob) held for
+	// queue (the consuming queue, as QueueNamer names it) to t's object,
+	// and deletes the object if no reference is left. Releasing a
+	// reference already released only retries the deletion. It reports
+	// whether the object was deleted.
+	Release(ctx context.Context, job int64, queue string, t *claimcheck.Ticket) (bool, error)
 }
 
 // ConsumeOptions configure Consume.
@@ -127,11 +129,17 @@ type ConsumeOptions struct {
 	// processed from the same queue (same idempotency key, MessageKey)
 	// and records every outcome.
 	Inbox Inbox
-	// DeleteOnAck, if set, deletes a payload's object after its message is
-	// acknowledged and every other reference to it (other subscribers'
-	// outbox entries, other jobs) is released too. The broker message is
-	// settled first, the object only afterwards. Nil (the default) deletes
-	// nothing: retention rules and the sweeper clean up.
+	// DeleteOnAck, if set, releases the reference of a processed message's
+	// queue to its payload, and deletes the object once every other
+	// reference to it (the other queues a broker copied the message to,
+	// other subscribers' outbox entries, other jobs) is released too. It
+	// needs an Inbox: the release happens after the outcome is recorded and
+	// before the delivery is acknowledged, and a release that fails leaves
+	// the delivery to be redelivered (Retry), when the Inbox recognises it
+	// as processed and the release is tried again. Consume refuses it
+	// (ErrConfig) for a transport whose broker fans out to queues it cannot
+	// count (CheckFanOut). Nil (the default) deletes nothing: retention
+	// rules and the sweeper clean up.
 	DeleteOnAck Releaser
 	// DefaultKind is the kind of a message without AttrKind, such as one
 	// an AWS extended client wrote. Empty: such a message is dead-lettered
@@ -210,6 +218,14 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 	}
 	if opts.Batch <= 0 {
 		opts.Batch = 10
+	}
+	if opts.DeleteOnAck != nil {
+		if opts.Inbox == nil {
+			return fmt.Errorf("broker: consume: deletion on acknowledgement needs an inbox: %w", claimcheck.ErrConfig)
+		}
+		if err := CheckFanOut(tr); err != nil {
+			return fmt.Errorf("broker: consume: deletion on acknowledgement refused, its references could not be counted: %w", err)
+		}
 	}
 	report := func(err error) {
 		if opts.OnError != nil {
@@ -404,6 +420,9 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 		case seen:
 			o.Action, o.Duplicate = Acked, true
 			o.Kind = d.Attributes[AttrKind]
+			if dec, err := DecodeBody(d.Message); err == nil && dec.Kind == KindTicket {
+				o.Ticket, o.Tenant = dec.Ticket, dec.Ticket.Tenant
+			}
 			done = true
 		}
 	}
@@ -427,6 +446,18 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 			}
 		}
 	}
+	if o.Action == Acked && opts.DeleteOnAck != nil && o.Ticket != nil && !o.Ticket.IsInline() {
+		// Processed (recorded in the Inbox): release before acknowledging,
+		// so a failed release is redelivered, found processed, and
+		// released then (also when this is already such a redelivery).
+		deleted, err := opts.DeleteOnAck.Release(sctx, o.Job, o.Queue, o.Ticket)
+		if err != nil {
+			report(fmt.Errorf("broker: consume: release %s (the broker will deliver it again to retry): %w", o.Ticket, err))
+			o.Action, o.Err, o.Reason = Retried, err, claimcheck.Reason(err)
+			o.Delay = opts.Policy.Backoff(o.Attempt)
+		}
+		o.Deleted = deleted
+	}
 	held.release(d)
 	var serr error
 	switch o.Action {
@@ -440,13 +471,6 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 	if serr != nil {
 		report(fmt.Errorf("broker: consume: settle %s (%s); the broker will redeliver it: %w", o.ID, o.Action, serr))
 		return nil
-	}
-	if o.Action == Acked && !o.Duplicate && opts.DeleteOnAck != nil && o.Ticket != nil && !o.Ticket.IsInline() {
-		deleted, err := opts.DeleteOnAck.Release(sctx, o.Job, o.Ticket)
-		if err != nil {
-			report(fmt.Errorf("broker: consume: release %s after ack: %w", o.Ticket, err))
-		}
-		o.Deleted = deleted
 	}
 	return &o
 }

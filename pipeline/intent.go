@@ -128,7 +128,10 @@ func (p *Pipeline) deleteUnheld(ctx context.Context, t *claimcheck.Ticket, relea
 		if err != nil || rows+intents > 0 {
 			return err
 		}
-		if err := p.store.Bucket().Delete(ctx, t.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		if err := p.store.Bucket().Delete(ctx, t.Key); err != nil {
+			if gcerrors.Code(err) == gcerrors.NotFound {
+				return nil // gone already: not deleted by this call
+			}
 			return fmt.Errorf("delete object (code %v): %w", gcerrors.Code(err), claimcheck.ErrUnavailable)
 		}
 		deleted = true

@@ -123,7 +123,7 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		opts.MaxRetryDelay = 15 * time.Second
 	}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely[jobArgs](workers, &relayWorker{opts: opts}); err != nil {
+	if err := river.AddWorkerSafely[jobArgs](workers, &relayWorker{p: p, opts: opts}); err != nil {
 		return fmt.Errorf("pipeline: relay: %w", err)
 	}
 	queue := outboxQueue(opts.Destination)
@@ -132,6 +132,7 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 
 type relayWorker struct {
 	river.WorkerDefaults[jobArgs]
+	p    *Pipeline
 	opts RelayOptions
 	// failures counts publishes failed in a row, across entries (an outage
 	// fails them all); a confirmed publish resets it.
@@ -166,9 +167,13 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	m.Attributes[broker.AttrID] = PublishID(key, job.Attempt)
 	m.Attributes[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
 	m.Attributes[broker.AttrMaxAttempts] = strconv.Itoa(job.MaxAttempts)
-	if err := w.opts.Transport.Publish(ctx, []broker.Message{m}); err != nil {
+	err = w.p.registerFanOut(ctx, job.ID, t, w.opts.Transport)
+	if err == nil {
+		err = w.opts.Transport.Publish(ctx, []broker.Message{m})
+	}
+	if err != nil {
 		if errors.Is(err, broker.ErrMessageTooLarge) || errors.Is(err, claimcheck.ErrConfig) {
-			return deadLetter(fmt.Errorf("pipeline: relay %s to %s: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
+			return deadLetterAs(ReasonNotRelayable, fmt.Errorf("pipeline: relay %s to %s: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
 		}
 		// Snoozing keeps the entry without spending an attempt: an outage
 		// of any length loses nothing.
@@ -181,8 +186,56 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 
 // ErrNotRelayable marks, in RelayOptions.OnSent, an entry the transport
 // refuses for good (too large for it, or a configuration error): the entry
-// is dead, with that reason, and Replay sends it again once fixed.
+// is dead with reason ReasonNotRelayable, and Replay sends it again once
+// fixed.
 var ErrNotRelayable = errors.New("the transport refuses this entry for good")
+
+// ReasonNotRelayable is the reason of an outbox entry dead because its
+// transport refuses it for good (ErrNotRelayable).
+const ReasonNotRelayable = "not-relayable"
+
+// Registry roles of an outbox entry's payload reference when its
+// destination's broker copies each message to several queues (broker.FanOut).
+const (
+	// rolePayloadAt + queue: the reference held for one consuming queue,
+	// released by that queue's consumer (Release).
+	rolePayloadAt = "payload@"
+	// rolePayloadHeld: the destination fans out to queues it cannot name,
+	// so no consumer can tell when the last copy is processed; this
+	// reference is never released on acknowledgement, and retention and
+	// the sweeper remove the object.
+	rolePayloadHeld = "payload-held"
+)
+
+// registerFanOut replaces entry job's payload reference by one per queue
+// the transport's broker copies the message to (broker.FanOut), or adds
+// rolePayloadHeld when those queues are unknown; nothing for a transport
+// without fan-out or an inline ticket. Idempotent, so a replay registers
+// again the references its queues released.
+func (p *Pipeline) registerFanOut(ctx context.Context, job int64, t *claimcheck.Ticket, tr broker.Transport) error {
+	fo, ok := tr.(broker.FanOut)
+	if !ok || t.IsInline() {
+		return nil
+	}
+	queues, qerr := fo.FanOutQueues()
+	if qerr != nil && !errors.Is(qerr, broker.ErrFanOutUnknown) {
+		return fmt.Errorf("pipeline: relay: fan-out of the destination: %w", qerr)
+	}
+	return p.inTx(ctx, func(tx *sql.Tx) error {
+		if qerr != nil {
+			return register(ctx, tx, job, rolePayloadHeld, t)
+		}
+		for _, q := range queues {
+			if err := register(ctx, tx, job, rolePayloadAt+q, t); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key); err != nil {
+			return fmt.Errorf("pipeline: relay: registry: %w", err)
+		}
+		return nil
+	})
+}
 
 // relaySnooze is River's snooze carrying the publish error for OnSent.
 type relaySnooze struct {
@@ -276,11 +329,14 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 }
 
 // Release implements broker.Releaser (opt-in deletion on acknowledgement):
-// it deletes outbox entry job's registry row for t's object and, if no
-// registry row (no other subscriber's entry, pending or
+// it deletes outbox entry job's registry row for t's object held for
+// queue (the entry's one payload row, or, when its destination fans out,
+// the row of that queue) and, if no registry row (no other queue's copy
+// unprocessed, no other subscriber's entry, pending or
 // acknowledged-but-unreleased, and no job of the pipeline) and no check-in
-// intent refers to the object any more, the object itself. It reports
-// whether the object was deleted.
+// intent refers to the object any more, the object itself. A row already
+// released leaves only the deletion to retry. It reports whether this call
+// deleted the object (false if it was gone already).
 //
 // The row's removal, the look-up and the store's delete happen in one
 // transaction under the object's key lock, which check-ins that reuse the
@@ -288,9 +344,10 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 // bytes either comes first, and the object is kept for it, or after the
 // delete, and writes the object again. A failed delete rolls the row's
 // removal back.
-func (p *Pipeline) Release(ctx context.Context, job int64, t *claimcheck.Ticket) (bool, error) {
+func (p *Pipeline) Release(ctx context.Context, job int64, queue string, t *claimcheck.Ticket) (bool, error) {
 	deleted, err := p.deleteUnheld(ctx, t, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key)
+		_, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role IN ($2, $3) AND object_key = $4`,
+			job, rolePayload, rolePayloadAt+queue, t.Key)
 		return err
 	})
 	if err != nil {

@@ -139,3 +139,21 @@ func TestReplayInsideJetStreamDuplicateWindow(t *testing.T) {
 		t.Fatalf("job %d after the replay: %s, want completed", j.ID, j.State)
 	}
 }
+
+// TestNotRelayableReason: an entry the transport refuses for good (larger
+// than its maximum message size) is dead on the relay's first try with
+// its own reason, not-relayable, and not transient.
+func TestNotRelayableReason(t *testing.T) {
+	b := setup(t, dbtest.SQLite(t), nil)
+	res, err := b.p.Enqueue(b.ctx, "pages", "acme", strings.NewReader("too large for the broker"), &EnqueueOptions{Destinations: []string{"tiny"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []error
+	b.relay(t, "tiny", brokertest.NewFake(64), func(_ int64, err error) { sent = append(sent, err) })
+	j := b.get(t, res.JobID)
+	t.Logf("entry %d: state %s, reason %s, attempts %d, error %q", j.ID, j.State, j.Reason, j.Attempts, j.Error)
+	if !j.Dead || j.Reason != ReasonNotRelayable || len(sent) != 1 || !errors.Is(sent[0], ErrNotRelayable) || !errors.Is(sent[0], broker.ErrMessageTooLarge) {
+		t.Fatalf("entry dead %t with reason %q after %d tries (%v); want dead, %q, on the first", j.Dead, j.Reason, len(sent), sent, ReasonNotRelayable)
+	}
+}

@@ -485,11 +485,26 @@ func rewindable(r io.Reader, dir string) (io.ReadSeeker, func(), error) {
 // to cancelled, where it stays as a dead letter.
 func deadLetter(err error) error { return river.JobCancel(&reasonError{err: err}) }
 
-// reasonError prefixes the recorded error with its machine-readable reason,
-// "payload-missing: …", which JobInfo.Reason reads back.
-type reasonError struct{ err error }
+// deadLetterAs is deadLetter with reason instead of claimcheck.Reason(err).
+func deadLetterAs(reason string, err error) error {
+	return river.JobCancel(&reasonError{err: err, reason: reason})
+}
 
-func (e *reasonError) Error() string { return claimcheck.Reason(e.err) + ": " + e.err.Error() }
+// reasonError prefixes the recorded error with its machine-readable reason,
+// "payload-missing: …", which JobInfo.Reason reads back: reason if set,
+// else claimcheck.Reason(err).
+type reasonError struct {
+	err    error
+	reason string
+}
+
+func (e *reasonError) Error() string {
+	r := e.reason
+	if r == "" {
+		r = claimcheck.Reason(e.err)
+	}
+	return r + ": " + e.err.Error()
+}
 func (e *reasonError) Unwrap() error { return e.err }
 
 func jsonUnmarshal(b []byte, v any) error {

@@ -412,12 +412,7 @@ func (m *memInbox) Record(_ context.Context, o broker.Outcome) error {
 // the delivery unchanged.
 func testDuplicate(t *testing.T, tr broker.Transport) {
 	ctx := ctxFor(t, 30*time.Second)
-	dir := t.TempDir()
-	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := FileStore(t, nil)
 	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("published twice"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -490,12 +485,7 @@ func testDuplicate(t *testing.T, tr broker.Transport) {
 // duplicate, without running the handler.
 func testReplay(t *testing.T, tr broker.Transport) {
 	ctx := ctxFor(t, 60*time.Second)
-	dir := t.TempDir()
-	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := FileStore(t, nil)
 	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("replayed"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -596,6 +586,24 @@ func testReplay(t *testing.T, tr broker.Transport) {
 		}
 	}
 	expectNone(t, tr.Receive, 300*time.Millisecond)
+}
+
+// FileStore opens a store over a file:// bucket in a fresh temporary
+// directory, closed when t ends; opts may be nil (SpoolDir is set).
+func FileStore(t testing.TB, opts *claimcheck.Options) *claimcheck.Store {
+	t.Helper()
+	dir := t.TempDir()
+	o := claimcheck.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.SpoolDir = filepath.Join(dir, "spool")
+	store, err := claimcheck.OpenStore(t.Context(), "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }
 
 // ServerURL returns the broker URL in the environment variable env, or

@@ -3,7 +3,6 @@ package natsjs_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/broker/brokertest"
 	"github.com/claimcheck/claimcheck/broker/natsjs"
 )
 
@@ -56,17 +56,6 @@ func streamCounts(t *testing.T, opts natsjs.Options) (work, dead uint64, redeliv
 	return work, dead, ci.NumRedelivered
 }
 
-func fileStore(t *testing.T) *claimcheck.Store {
-	t.Helper()
-	dir := t.TempDir()
-	store, err := claimcheck.OpenStore(t.Context(), "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return store
-}
-
 // TestDeadLetterTermOnTheWire: a delivery Consume dead-letters for a
 // permanent failure is terminated in a form the installed server
 // understands (nats-server 2.9.10 ignores "+TERM <reason>"): after four
@@ -78,7 +67,7 @@ func TestDeadLetterTermOnTheWire(t *testing.T) {
 	opts.AckWait = ackWait
 	tr := open(t, opts)
 	opts = tr.Options()
-	store := fileStore(t)
+	store := brokertest.FileStore(t, nil)
 	ctx := t.Context()
 	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("poison"), nil)
 	if err != nil {
@@ -148,7 +137,7 @@ func TestLeaseFollowsAckWait(t *testing.T) {
 		t.Fatalf("Lease = %v, %v; want the consumer's AckWait %v", got, err, ackWait)
 	}
 	tr := &extendCounter{Transport: raw}
-	store := fileStore(t)
+	store := brokertest.FileStore(t, nil)
 	ctx := t.Context()
 	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("slow"), nil)
 	if err != nil {

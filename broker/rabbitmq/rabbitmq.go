@@ -13,6 +13,13 @@
 //     the queue dead-letters expired messages back to Q through the default
 //     exchange. Nothing hot-loops: a retried message is out of Q until its
 //     delay has passed.
+//   - With Options.Exchange X: X, a durable fanout exchange that Publish
+//     sends to, bound to Q and to every queue of Options.FanOut (each
+//     declared with the topology above). The broker copies each message
+//     to every bound queue; retries and dead letters stay in the copy's
+//     own queue. FanOut names the copies for the relay's reference counts
+//     (broker.FanOut); without it the fan-out is unknown and consumers
+//     refuse deletion on acknowledgement.
 //
 // Choices:
 //   - Publish uses publisher confirms on a dedicated channel and waits for
@@ -133,6 +140,18 @@ type Options struct {
 	// TLS and AMQP handshakes. Zero or negative means the URL's
 	// connection_timeout parameter if set, else DefaultDialTimeout.
 	DialTimeout time.Duration
+	// Exchange, if set, is a durable fanout exchange: Publish sends to it
+	// instead of to Queue, and the broker copies every message to each
+	// queue bound to it. Open declares it and binds Queue to it. Must not
+	// start with "amq.".
+	Exchange string
+	// FanOut lists every queue Exchange copies to, Queue included, so
+	// that each copy's payload reference can be counted (broker.FanOut):
+	// Open declares each one's topology as it does Queue's and binds it, so
+	// no copy is lost to a queue not bound yet. Empty with an Exchange: the
+	// fan-out is unknown (queues bound by others), and consumers refuse
+	// deletion on acknowledgement. Requires Exchange.
+	FanOut []string
 }
 
 // Transport is a broker.Transport over one RabbitMQ queue. It reconnects by
@@ -182,6 +201,7 @@ type handle struct {
 var _ broker.Transport = (*Transport)(nil)
 var _ broker.DeadLetterReader = (*Transport)(nil)
 var _ broker.QueueNamer = (*Transport)(nil)
+var _ broker.FanOut = (*Transport)(nil)
 
 // errClosed is returned by every method after Close.
 var errClosed = errors.New("rabbitmq: transport closed")
@@ -209,6 +229,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Transport, error) 
 	}
 	if opts.Prefetch > 65535 {
 		return nil, fmt.Errorf("rabbitmq: prefetch %d is more than AMQP allows (65535): %w", opts.Prefetch, claimcheck.ErrConfig)
+	}
+	if err := checkFanOut(opts); err != nil {
+		return nil, err
 	}
 	uri, err := amqp.ParseURI(rawURL)
 	if err != nil {
@@ -409,19 +432,75 @@ func (t *Transport) generation() uint64 {
 	return t.gen
 }
 
-func (t *Transport) names() (q, dlx, dead, retry string) {
-	q = t.opts.Queue
+func (t *Transport) names() (q, dlx, dead, retry string) { return names(t.opts.Queue) }
+
+func names(q string) (_, dlx, dead, retry string) {
 	return q, q + ".dlx", q + ".dead", q + ".retry"
 }
 
-// declare declares the topology on conn (idempotent).
+// checkFanOut validates Options.Exchange and Options.FanOut.
+func checkFanOut(opts Options) error {
+	if opts.Exchange == "" {
+		if len(opts.FanOut) > 0 {
+			return fmt.Errorf("rabbitmq: FanOut %q without an Exchange: %w", opts.FanOut, claimcheck.ErrConfig)
+		}
+		return nil
+	}
+	if strings.HasPrefix(opts.Exchange, "amq.") {
+		return fmt.Errorf("rabbitmq: invalid exchange name %q: %w", opts.Exchange, claimcheck.ErrConfig)
+	}
+	if len(opts.FanOut) == 0 {
+		return nil
+	}
+	own := false
+	for _, q := range opts.FanOut {
+		if q == "" || strings.HasPrefix(q, "amq.") {
+			return fmt.Errorf("rabbitmq: invalid queue name %q in FanOut: %w", q, claimcheck.ErrConfig)
+		}
+		own = own || q == opts.Queue
+	}
+	if !own {
+		return fmt.Errorf("rabbitmq: FanOut %q does not list the queue %q: %w", opts.FanOut, opts.Queue, claimcheck.ErrConfig)
+	}
+	return nil
+}
+
+// declare declares the topology on conn (idempotent): Queue's, and with an
+// Exchange, the exchange and every FanOut queue's, each bound to it.
 func (t *Transport) declare(conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("declare: %w", err)
 	}
 	defer ch.Close()
-	q, dlx, dead, retry := t.names()
+	queues := []string{t.opts.Queue}
+	for _, q := range t.opts.FanOut {
+		if q != t.opts.Queue {
+			queues = append(queues, q)
+		}
+	}
+	for _, q := range queues {
+		if err := declareQueue(ch, q); err != nil {
+			return err
+		}
+	}
+	if t.opts.Exchange == "" {
+		return nil
+	}
+	if err := ch.ExchangeDeclare(t.opts.Exchange, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %q: %w", t.opts.Exchange, err)
+	}
+	for _, q := range queues {
+		if err := ch.QueueBind(q, "", t.opts.Exchange, false, nil); err != nil {
+			return fmt.Errorf("bind %q to exchange %q: %w", q, t.opts.Exchange, err)
+		}
+	}
+	return nil
+}
+
+// declareQueue declares the topology of queue q (see the package doc).
+func declareQueue(ch *amqp.Channel, q string) error {
+	_, dlx, dead, retry := names(q)
 	steps := []func() error{
 		func() error { return ch.ExchangeDeclare(dlx, amqp.ExchangeDirect, true, false, false, false, nil) },
 		func() error {
@@ -463,13 +542,31 @@ func (t *Transport) Queue() string { return t.opts.Queue }
 // QueueName implements broker.QueueNamer: "amqp:" and the queue's name.
 func (t *Transport) QueueName() string { return "amqp:" + t.opts.Queue }
 
+// FanOutQueues implements broker.FanOut: without an Exchange, Queue alone;
+// with one, the FanOut queues, or broker.ErrFanOutUnknown if none are
+// listed.
+func (t *Transport) FanOutQueues() ([]string, error) {
+	switch {
+	case t.opts.Exchange == "":
+		return []string{t.QueueName()}, nil
+	case len(t.opts.FanOut) == 0:
+		return nil, fmt.Errorf("rabbitmq: exchange %q: %w (list them in Options.FanOut)", t.opts.Exchange, broker.ErrFanOutUnknown)
+	}
+	qs := make([]string, len(t.opts.FanOut))
+	for i, q := range t.opts.FanOut {
+		qs[i] = "amqp:" + q
+	}
+	return qs, nil
+}
+
 type outMsg struct {
 	exchange, key string
 	pub           amqp.Publishing
 }
 
-// Publish implements broker.Transport: persistent messages to Q, each
-// confirmed by the broker. A message's broker.AttrID attribute, if set and
+// Publish implements broker.Transport: persistent messages to Q (or to
+// Options.Exchange, which copies them to its queues), each confirmed by the
+// broker. A message's broker.AttrID attribute, if set and
 // at most 255 bytes, is its AMQP message-id; otherwise the message-id is
 // random. Every attribute is also sent as a header.
 //
@@ -494,7 +591,11 @@ func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 		if id == "" || len(id) > maxMessageID {
 			id = newID()
 		}
-		out[i] = outMsg{"", t.opts.Queue, amqp.Publishing{
+		exchange, key := "", t.opts.Queue
+		if t.opts.Exchange != "" {
+			exchange, key = t.opts.Exchange, ""
+		}
+		out[i] = outMsg{exchange, key, amqp.Publishing{
 			Headers: h, Body: m.Body, DeliveryMode: amqp.Persistent,
 			MessageId: id, Timestamp: time.Now().UTC(), ContentType: "application/json",
 		}}
@@ -904,7 +1005,7 @@ func (t *Transport) Close() error {
 }
 
 // DeleteTopology deletes Q, Q.retry, Q.dead and Q.dlx with whatever they
-// hold (for tests and teardown). It reconnects like the other methods.
+// hold, and Options.Exchange if set (for tests and teardown). It reconnects like the other methods.
 func (t *Transport) DeleteTopology() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*t.opts.DialTimeout)
 	defer cancel()
@@ -926,6 +1027,11 @@ func (t *Transport) DeleteTopology() error {
 	}
 	if err := ch.ExchangeDelete(dlx, false, false); err != nil {
 		errs = append(errs, err)
+	}
+	if t.opts.Exchange != "" {
+		if err := ch.ExchangeDelete(t.opts.Exchange, false, false); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -2,7 +2,7 @@ package sqsq
 
 import (
 	"context"
-	"path/filepath"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/broker/brokertest"
+	"github.com/claimcheck/claimcheck/pipelinetest"
 )
 
 // extendCounter counts Extend calls of the transport it wraps.
@@ -30,17 +32,6 @@ func (s *standInSQS) setVisibility(url string, d time.Duration) {
 	s.mu.Unlock()
 }
 
-func fileStore(t *testing.T) *claimcheck.Store {
-	t.Helper()
-	dir := t.TempDir()
-	store, err := claimcheck.OpenStore(t.Context(), "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return store
-}
-
 // TestLeaseFollowsVisibilityAgainstStandIn: on a queue whose visibility
 // timeout is 5 s (the queue's attribute; the transport is not told), a 7 s
 // handler's delivery is extended before it expires, acknowledged once on
@@ -54,7 +45,7 @@ func TestLeaseFollowsVisibilityAgainstStandIn(t *testing.T) {
 		t.Fatalf("Lease = %v, %v; want the queue's %v", got, err, visibility)
 	}
 	tr := &extendCounter{Transport: raw}
-	store := fileStore(t)
+	store := brokertest.FileStore(t, nil)
 	ctx := t.Context()
 	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("slow"), nil)
 	if err != nil {
@@ -112,4 +103,64 @@ func TestLeaseFollowsVisibilityAgainstStandIn(t *testing.T) {
 		t.Fatalf("extensions %d, handler runs %d, outcomes %+v, queue %d+%d; want >= 1 extension, one run acked on attempt 1, an empty queue",
 			tr.extends.Load(), runs.Load(), outcomes, visible, inflight)
 	}
+}
+
+// snsStandIn is a STAND-IN for an Amazon SNS topic with raw message
+// delivery to several SQS queues (no SNS emulator runs here): Publish sends
+// each message, body and attributes unchanged, to every subscribed queue
+// of the SQS stand-in, as SNS would, and FanOutQueues names them. It only
+// publishes.
+type snsStandIn struct{ queues []*Transport }
+
+var _ broker.FanOut = (*snsStandIn)(nil)
+
+var errPublishOnly = errors.New("SNS stand-in: a topic only publishes")
+
+func (s *snsStandIn) MaxMessageSize() int64 { return s.queues[0].MaxMessageSize() }
+func (s *snsStandIn) Publish(ctx context.Context, msgs []broker.Message) error {
+	for _, q := range s.queues {
+		if err := q.Publish(ctx, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (s *snsStandIn) Receive(context.Context, int) ([]*broker.Delivery, error) {
+	return nil, errPublishOnly
+}
+func (s *snsStandIn) Ack(context.Context, *broker.Delivery) error { return errPublishOnly }
+func (s *snsStandIn) Retry(context.Context, *broker.Delivery, time.Duration) error {
+	return errPublishOnly
+}
+func (s *snsStandIn) DeadLetter(context.Context, *broker.Delivery, string) error {
+	return errPublishOnly
+}
+func (s *snsStandIn) Extend(context.Context, *broker.Delivery, time.Duration) error {
+	return errPublishOnly
+}
+func (s *snsStandIn) Close() error { return nil }
+func (s *snsStandIn) FanOutQueues() ([]string, error) {
+	var names []string
+	for _, q := range s.queues {
+		names = append(names, q.QueueName())
+	}
+	return names, nil
+}
+
+// TestFanOutTwoQueuesAgainstStandIn: one message fed to two SQS queues
+// with the same body (an SNS topic's two subscriptions) runs its handler
+// once in each; with deletion on acknowledgement the object goes only
+// with the second acknowledgement, and a failed first release is made
+// good by the redelivery (pipelinetest.BrokerFanOut).
+func TestFanOutTwoQueuesAgainstStandIn(t *testing.T) {
+	s := newStandInSQS(t)
+	var qs []*Transport
+	for _, name := range []string{"fan-a", "fan-b"} {
+		tr, err := Open(t.Context(), Options{Client: standInClient(s), QueueURL: s.createQueue(name, 0), DeadLetterQueueURL: s.createQueue(name+"-dead", 0), WaitTime: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, tr)
+	}
+	pipelinetest.BrokerFanOut(t, &snsStandIn{queues: qs}, []broker.Transport{qs[0], qs[1]})
 }

@@ -97,7 +97,7 @@ working it again could only fail.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "job %d replayed: state=%s kind=%s\n", j.ID, j.State, j.Kind)
 				}
 				if j.Destination != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "job %d goes to the outbox of destination %s again: the next relay publishes it with its first message id, which JetStream drops within its duplicate window (2 min by default) of the first publish; the old copy stays in the broker's dead-letter queue\n", j.ID, j.Destination)
+					fmt.Fprintf(cmd.ErrOrStderr(), "job %d goes to the outbox of destination %s again: the next relay publishes it with a message id of its own; the old copy stays in the broker's dead-letter queue\n", j.ID, j.Destination)
 				}
 			}
 			if g.json {
