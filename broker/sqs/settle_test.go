@@ -164,3 +164,63 @@ func TestFanOutTwoQueuesAgainstStandIn(t *testing.T) {
 	}
 	pipelinetest.BrokerFanOut(t, &snsStandIn{queues: qs}, []broker.Transport{qs[0], qs[1]})
 }
+
+// TestLeaseHeldForWholeBatchAgainstStandIn: two messages received in one
+// batch on a queue with a 3 s visibility timeout, each worked for 2.5 s in
+// turn: the second waits 2.5 s before its handler starts, and is still
+// extended from its receipt, so the competing consumer never gets it.
+func TestLeaseHeldForWholeBatchAgainstStandIn(t *testing.T) {
+	raw, s := openStandIn(t, 0)
+	const visibility, handlerTime = 3 * time.Second, 2500 * time.Millisecond
+	s.setVisibility(raw.QueueURL(), visibility)
+	store := brokertest.FileStore(t, nil)
+	ctx := t.Context()
+	var msgs []broker.Message
+	for _, body := range []string{"first", "second"} {
+		tk, err := store.CheckIn(ctx, "acme", strings.NewReader(body), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := broker.NewMessage("slow", tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := raw.Publish(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var runs, late atomic.Int64
+	cctx, cancel := context.WithTimeout(ctx, 2*handlerTime+visibility+time.Second)
+	defer cancel()
+	errc := make(chan error, 2)
+	for _, batch := range []int{2, 1} { // the first receives both
+		go func() {
+			errc <- broker.Consume(cctx, raw, store, broker.ConsumeOptions{
+				Batch: batch,
+				Handlers: map[string]claimcheck.Handler{"slow": claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
+					runs.Add(1)
+					if job.Attempt > 1 {
+						late.Add(1)
+					}
+					select {
+					case <-time.After(handlerTime):
+					case <-ctx.Done():
+					}
+					return nil, nil
+				})},
+			})
+		}()
+		time.Sleep(300 * time.Millisecond) // let the batch of two go first
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	visible, inflight := s.count(raw.QueueURL())
+	t.Logf("visibility %v, two %v handlers in one batch: handler runs %d, redelivered runs %d, queue %d+%d", visibility, handlerTime, runs.Load(), late.Load(), visible, inflight)
+	if runs.Load() != 2 || late.Load() != 0 || visible+inflight != 0 {
+		t.Fatalf("handler runs %d (redelivered %d), queue %d+%d; want 2 runs, none redelivered, an empty queue", runs.Load(), late.Load(), visible, inflight)
+	}
+}
