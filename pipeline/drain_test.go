@@ -157,18 +157,22 @@ func TestCrashedWorkerRescueAndRelease(t *testing.T) {
 
 		id = enqueueOne(t, b, "echo")
 		setRunning(t, b, id, 0)
-		if _, err := b.p.ReleaseJob(b.ctx, id); !errors.Is(err, ErrJobHeld) {
+		if _, err := b.p.ReleaseJob(b.ctx, id, nil); !errors.Is(err, ErrJobHeld) {
 			t.Fatalf("ReleaseJob of a fresh lease: %v, want ErrJobHeld", err)
 		}
+		if j, err := b.p.ReleaseJob(b.ctx, id, &ReleaseOptions{Force: true}); err != nil || j.State != "available" {
+			t.Fatalf("ReleaseJob --force of a fresh lease: %+v, %v; want available", j, err)
+		}
+		setRunning(t, b, id, 0)
 		setRunning(t, b, id, 10*time.Second)
-		j2, err := b.p.ReleaseJob(b.ctx, id)
+		j2, err := b.p.ReleaseJob(b.ctx, id, nil)
 		if err != nil || j2.State != "available" || j2.Attempts != 0 {
 			t.Fatalf("ReleaseJob of an expired lease: %+v, %v; want available, attempts 0", j2, err)
 		}
-		if _, err := b.p.ReleaseJob(b.ctx, id); !errors.Is(err, ErrNotRunning) {
+		if _, err := b.p.ReleaseJob(b.ctx, id, nil); !errors.Is(err, ErrNotRunning) {
 			t.Errorf("ReleaseJob of an available job: %v, want ErrNotRunning", err)
 		}
-		if _, err := b.p.ReleaseJob(b.ctx, 99999); !errors.Is(err, ErrJobNotFound) {
+		if _, err := b.p.ReleaseJob(b.ctx, 99999, nil); !errors.Is(err, ErrJobNotFound) {
 			t.Errorf("ReleaseJob of no job: %v, want ErrJobNotFound", err)
 		}
 	})

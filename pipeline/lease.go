@@ -68,21 +68,38 @@ var ErrJobHeld = errors.New("job is held by a live worker")
 // ErrNotRunning is returned by ReleaseJob for a job that is not running.
 var ErrNotRunning = errors.New("job is not running")
 
+// ReleaseOptions adjust ReleaseJob. The zero value is valid.
+type ReleaseOptions struct {
+	// Force releases the job even though its lease is fresh: for an
+	// operator who knows its worker is gone (killed within the last
+	// lease). A worker still running it loses the job at its next renewal
+	// and cancels its handler.
+	Force bool
+}
+
 // ReleaseJob returns a running job whose worker is gone to its queue now,
 // without spending the attempt it was on, instead of waiting for the
 // rescuer. Errors: ErrJobNotFound; ErrNotRunning; ErrJobHeld, naming when
-// the lease was last renewed, while a live worker holds it.
-func (p *Pipeline) ReleaseJob(ctx context.Context, id int64) (*JobInfo, error) {
+// the lease was last renewed, while a live worker holds it (unless
+// opts.Force). opts may be nil.
+func (p *Pipeline) ReleaseJob(ctx context.Context, id int64, opts *ReleaseOptions) (*JobInfo, error) {
 	var q string
 	secs := p.cfg.Lease.Seconds()
+	if opts != nil && opts.Force {
+		secs = -1 // any lease
+	}
 	if p.dialect == "sqlite" {
 		q = `UPDATE river_job SET state = 'available', attempt = max(attempt - 1, 0), scheduled_at = datetime('now', 'subsec')
-			WHERE id = $1 AND state = 'running' AND attempted_at < datetime('now', 'subsec', '-' || $2 || ' seconds')`
+			WHERE id = $1 AND state = 'running' AND attempted_at < datetime('now', 'subsec', $2)`
 	} else {
 		q = `UPDATE river_job SET state = 'available', attempt = GREATEST(attempt - 1, 0), scheduled_at = now()
 			WHERE id = $1 AND state = 'running' AND attempted_at < now() - make_interval(secs => $2::float8)`
 	}
-	res, err := p.db.ExecContext(ctx, q, id, secs)
+	var arg any = secs
+	if p.dialect == "sqlite" {
+		arg = fmt.Sprintf("%+.3f seconds", -secs) // a datetime modifier
+	}
+	res, err := p.db.ExecContext(ctx, q, id, arg)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: release job %d: %w", id, err)
 	}

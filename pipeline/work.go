@@ -234,13 +234,24 @@ func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string, d drainOptions
 	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
 	lastNotice := time.Now()
+	failing := false
 	for {
 		res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(kinds...).States(pendingStates...).First(1))
-		if err != nil {
-			return fmt.Errorf("pipeline: poll queue: %w", err)
-		}
-		if len(res.Jobs) == 0 {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			// The database is unavailable: the running jobs wait it out
+			// (RetryPolicy), and so does the poll.
+			if !failing {
+				d.say("the job database does not answer (%v); waiting for it", err)
+			}
+			failing = true
+		case len(res.Jobs) == 0:
 			return nil
+		case failing:
+			failing = false
+			d.say("the job database answers again")
 		}
 		if time.Since(lastNotice) >= waitNotice {
 			lastNotice = time.Now()
