@@ -403,8 +403,38 @@ func (d *doctor) checkExpiry(ctx context.Context) int {
 			d.rep.add(name, StatusPass, "bucket %s expires %s after %s (rule %s), at least the %s needed",
 				d.bucket, p.prefix, plural(e.cover, "day"), e.coverRule, plural(p.need, "day"))
 		}
+		if days, rule := abortRule(out.Rules, p.prefix); days > 0 {
+			d.rep.add(CheckAbortIncomplete+p.prefix, StatusPass, "bucket %s aborts incomplete multipart uploads under %s after %s (rule %s)",
+				d.bucket, p.prefix, plural(days, "day"), rule)
+		} else {
+			d.rep.add(CheckAbortIncomplete+p.prefix, StatusFail, "no rule of bucket %s aborts incomplete multipart uploads under %s: the parts of every check-in killed mid-upload stay, and are billed, forever; \"claimcheck lifecycle apply\" installs one (%s), and \"claimcheck sweep\" aborts those older than its grace period",
+				d.bucket, p.prefix, plural(lifecycle.DefaultAbortIncompleteDays, "day"))
+		}
 	}
 	return shortest
+}
+
+// abortRule is the shortest AbortIncompleteMultipartUpload of the enabled
+// rules covering every upload under prefix (an ancestor prefix, no tag
+// or size condition), in days, and that rule's name; 0 when none does.
+func abortRule(rules []types.LifecycleRule, prefix string) (int, string) {
+	best, name := 0, ""
+	for i, r := range rules {
+		if r.Status != types.ExpirationStatusEnabled || r.AbortIncompleteMultipartUpload == nil || r.AbortIncompleteMultipartUpload.DaysAfterInitiation == nil {
+			continue
+		}
+		rp, tagged, sized := ruleFilter(r)
+		if tagged || sized || !strings.HasPrefix(prefix, rp) {
+			continue
+		}
+		if days := int(*r.AbortIncompleteMultipartUpload.DaysAfterInitiation); days > 0 && (best == 0 || days < best) {
+			best, name = days, fmt.Sprintf("%q", aws.ToString(r.ID))
+			if aws.ToString(r.ID) == "" {
+				name = fmt.Sprintf("#%d (no ID)", i+1)
+			}
+		}
+	}
+	return best, name
 }
 
 // checkDeadLetter checks the pipeline's dead-letter retention against the

@@ -150,8 +150,11 @@ const (
 	CheckKeeper      = "keeper"
 	CheckRetention   = "retention"
 	CheckExpiry      = "expiry " // + prefix: "expiry payloads/", "expiry results/"
-	CheckDeadLetter  = "dead-letter retention"
-	CheckInline      = "inline threshold"
+	// CheckAbortIncomplete + prefix: a rule aborts incomplete multipart
+	// uploads there (what a check-in killed mid-upload leaves).
+	CheckAbortIncomplete = "abort incomplete uploads "
+	CheckDeadLetter      = "dead-letter retention"
+	CheckInline          = "inline threshold"
 
 	CheckUniform     = "uniform tickets"
 	CheckMissingDead = "missing payload dead-letters"

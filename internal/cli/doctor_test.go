@@ -308,6 +308,7 @@ func TestDoctorCommandS3(t *testing.T) {
 	wantStatus(t, rep, ops.CheckExpiry+"payloads/", ops.StatusFail, `rule "claimcheck-payloads", on "payloads/", expires objects after 1 day`, "must live 23 days", "lifecycle apply")
 	wantStatus(t, rep, ops.CheckExpiry+"results/", ops.StatusFail, `rule "claimcheck-results"`)
 	wantStatus(t, rep, ops.CheckDeadLetter, ops.StatusFail, "dead letters are kept 14d but payloads expire after 1 day")
+	wantStatus(t, rep, ops.CheckAbortIncomplete+"payloads/", ops.StatusFail, "no rule of bucket", "aborts incomplete multipart uploads under payloads/", "lifecycle apply")
 
 	r = b.opsx(append(global, "lifecycle", "apply")...)
 	if r.code != 0 || !strings.Contains(r.stdout, "claimcheck rules added: none; replaced: claimcheck-payloads, claimcheck-results") {
@@ -321,6 +322,8 @@ func TestDoctorCommandS3(t *testing.T) {
 	_, rep = b.checks(append(global, "doctor")...)
 	wantStatus(t, rep, ops.CheckExpiry+"payloads/", ops.StatusPass, "expires payloads/ after 23 days (rule \"claimcheck-payloads\")")
 	wantStatus(t, rep, ops.CheckDeadLetter, ops.StatusPass)
+	wantStatus(t, rep, ops.CheckAbortIncomplete+"payloads/", ops.StatusPass, "aborts incomplete multipart uploads under payloads/ after 1 day (rule \"claimcheck-payloads\")")
+	wantStatus(t, rep, ops.CheckAbortIncomplete+"results/", ops.StatusPass)
 
 	// Wrong credentials: the store refuses them; doctor says access denied.
 	t.Setenv("AWS_ACCESS_KEY_ID", "claimcheck-wrong-key")
