@@ -228,7 +228,7 @@ func TestSweepReuseRace(t *testing.T) {
 		)
 		wg.Go(func() { // releases
 			for res := range acked {
-				deleted, err := b.pipe.Release(b.ctx, res.JobID, res.Ticket)
+				deleted, err := b.pipe.Release(b.ctx, res.JobID, "", res.Ticket)
 				if err != nil {
 					t.Errorf("release job %d: %v", res.JobID, err)
 					continue
