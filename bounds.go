@@ -28,9 +28,15 @@ import (
 // failed S3 request twice more (3 attempts, with a backoff of at most a few
 // seconds), so a stalled S3 server fails a call within about 3 × 20 s plus
 // the backoff: about 70 s with the defaults.
+//
+// A keeper's calls (gocloud.dev/secrets: a KMS, a vault) are bounded as a
+// whole, since each carries a few hundred bytes: DefaultKeeperTimeout, 30 s
+// (Options.KeeperTimeout), which leaves a KMS client room for its own
+// connect timeout and a retry.
 const (
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultStallTimeout   = 20 * time.Second
+	DefaultKeeperTimeout  = 30 * time.Second
 )
 
 // netBounds are the connect and stall timeouts of one client.

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"gocloud.dev/secrets"
+	_ "gocloud.dev/secrets/awskms"
+
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/outageproxy"
 )
@@ -199,4 +202,31 @@ func TestCauseConnectionClosed(t *testing.T) {
 	if !errors.Is(err, claimcheck.ErrUnavailable) || !strings.Contains(err.Error(), "connection closed by "+ln.Addr().String()) {
 		t.Fatalf("check in to a server that hangs up: %v, want ErrUnavailable naming the closed connection", err)
 	}
+}
+
+// A keeper (AWS KMS through gocloud) whose server accepts and never
+// answers fails the check-in within Options.KeeperTimeout as ErrKeeper,
+// cause ErrTimeout, and nothing is stored.
+func TestCauseKeeperTimeout(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "claimcheck-test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "claimcheck-test-secret")
+	silent := outageproxy.Silent(t)
+	k, err := secrets.OpenKeeper(t.Context(), "awskms://claimcheck-test-key?region=us-east-1&endpoint=http://"+silent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	b := setup(t, &claimcheck.Options{Keeper: k, KeeperTimeout: 500 * time.Millisecond})
+	start := time.Now()
+	_, err = b.store.CheckIn(b.ctx, "acme", bytes.NewReader(randomBytes(100<<10, 8)), nil)
+	elapsed := time.Since(start)
+	if !errors.Is(err, claimcheck.ErrKeeper) || !errors.Is(err, claimcheck.ErrTimeout) || claimcheck.IsPermanent(err) ||
+		!strings.Contains(err.Error(), "did not answer within 500ms") {
+		t.Fatalf("check in with a silent keeper: %v, want transient ErrKeeper with cause ErrTimeout naming the bound", err)
+	}
+	if elapsed > 3*time.Second {
+		t.Errorf("check in with a silent keeper failed after %v, want about 500ms", elapsed)
+	}
+	b.assertObjects(t)
+	t.Logf("after %v: %v", elapsed, err)
 }

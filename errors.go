@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"syscall"
+	"time"
 
 	"gocloud.dev/gcerrors"
 
@@ -334,6 +335,7 @@ func causeOf(err error) (error, string) {
 	var (
 		dns   *net.DNSError
 		stall *ctxio.StallError
+		bound *callTimeout
 	)
 	switch {
 	case errors.Is(err, syscall.ENOSPC):
@@ -348,6 +350,8 @@ func causeOf(err error) (error, string) {
 		return ErrDNS, fmt.Sprintf("DNS failure: cannot resolve %s: %s", dns.Name, why)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ErrConnRefused, "connection refused" + at("by")
+	case errors.As(err, &bound):
+		return ErrTimeout, fmt.Sprintf("timed out: %s did not answer within %v", bound.what, bound.after)
 	case errors.As(err, &stall):
 		return ErrTimeout, fmt.Sprintf("timed out: no progress on the connection to %s for %v (stalled %s)", stall.Addr, stall.After, stall.Op)
 	}
@@ -374,6 +378,20 @@ func causeOf(err error) (error, string) {
 	}
 	return nil, ""
 }
+
+// callTimeout is a call cut by claimcheck's own bound on it (a keeper
+// call: DefaultKeeperTimeout), not by its caller's context.
+type callTimeout struct {
+	what  string // "the keeper"
+	after time.Duration
+	err   error
+}
+
+func (e *callTimeout) Error() string {
+	return fmt.Sprintf("%s did not answer within %v: %v", e.what, e.after, e.err)
+}
+func (e *callTimeout) Unwrap() error { return e.err }
+func (e *callTimeout) Timeout() bool { return true }
 
 // tlsFailure describes a failed TLS handshake in err's chain, or is "".
 func tlsFailure(err error) string {

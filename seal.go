@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tink-crypto/tink-go/v2/keyset"
 	"github.com/tink-crypto/tink-go/v2/streamingaead"
@@ -31,8 +32,12 @@ import (
 // metaDEK is the object metadata entry holding the wrapped data key.
 const metaDEK = "claimcheck-dek"
 
-// sealer wraps and unwraps data keys with a keeper.
-type sealer struct{ keeper *secrets.Keeper }
+// sealer wraps and unwraps data keys with a keeper, each call bounded by
+// timeout (Options.KeeperTimeout).
+type sealer struct {
+	keeper  *secrets.Keeper
+	timeout time.Duration
+}
 
 // associatedData binds a ciphertext to its tenant and key (empty key for an
 // inline payload).
@@ -47,7 +52,7 @@ func (s sealer) newDataKey(ctx context.Context, ad []byte) (tink.StreamingAEAD, 
 		return nil, "", fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
 	}
 	var buf bytes.Buffer
-	kek := &keeperAEAD{k: s.keeper}
+	kek := &keeperAEAD{k: s.keeper, timeout: s.timeout}
 	if err := h.WriteWithContext(ctx, keyset.NewBinaryWriter(&buf), kek, ad); err != nil {
 		if kek.err != nil {
 			err = kek.err // Tink formats the keeper's error with %v: keep its code
@@ -67,7 +72,7 @@ func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tin
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: unseal: wrapped data key is not base64: %w", ErrPayloadCorrupt)
 	}
-	kek := &keeperAEAD{k: s.keeper}
+	kek := &keeperAEAD{k: s.keeper, timeout: s.timeout}
 	h, err := keyset.ReadWithContext(ctx, keyset.NewBinaryReader(bytes.NewReader(raw)), kek, ad)
 	if err != nil {
 		// Tink formats the keeper's error with %v, so errors.As cannot find
@@ -111,14 +116,31 @@ func keeperError(what string, err error) error {
 // errors it gets back (it formats them with %v), and the keeper's error
 // decides the class (keeperError). One keeperAEAD per Tink call.
 type keeperAEAD struct {
-	k   *secrets.Keeper
-	err error
+	k       *secrets.Keeper
+	timeout time.Duration // of each call; 0: DefaultKeeperTimeout
+	err     error
+}
+
+// call runs one keeper call within a.timeout; a call cut by that bound
+// (not by ctx) fails with a *callTimeout naming it.
+func (a *keeperAEAD) call(ctx context.Context, f func(context.Context, []byte) ([]byte, error), in []byte) ([]byte, error) {
+	bound := a.timeout
+	if bound <= 0 {
+		bound = DefaultKeeperTimeout
+	}
+	kctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	out, err := f(kctx, in)
+	if err != nil && ctx.Err() == nil && errors.Is(kctx.Err(), context.DeadlineExceeded) {
+		err = &callTimeout{what: "the keeper", after: bound, err: err}
+	}
+	return out, err
 }
 
 func (a *keeperAEAD) EncryptWithContext(ctx context.Context, pt, ad []byte) ([]byte, error) {
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(ad)))
 	msg = append(append(msg, ad...), pt...)
-	ct, err := a.k.Encrypt(ctx, msg)
+	ct, err := a.call(ctx, a.k.Encrypt, msg)
 	if err != nil {
 		a.err = err
 		return nil, err
@@ -127,7 +149,7 @@ func (a *keeperAEAD) EncryptWithContext(ctx context.Context, pt, ad []byte) ([]b
 }
 
 func (a *keeperAEAD) DecryptWithContext(ctx context.Context, ct, ad []byte) ([]byte, error) {
-	msg, err := a.k.Decrypt(ctx, ct)
+	msg, err := a.call(ctx, a.k.Decrypt, ct)
 	if err != nil {
 		// A keeper cannot tell a tampered wrapped key from a wrong or
 		// unreachable key-encryption key: treat it as a configuration error

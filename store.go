@@ -52,6 +52,11 @@ type Options struct {
 	// key). Check-in fails rather than store plaintext if the keeper cannot
 	// wrap; claims refuse unencrypted objects. See seal.go.
 	Keeper *secrets.Keeper
+	// KeeperTimeout bounds each call to Keeper (wrapping or unwrapping one
+	// data key): a keeper that does not answer within it fails the check-in
+	// or claim with ErrKeeper, cause ErrTimeout. 0 means
+	// DefaultKeeperTimeout (30 s).
+	KeeperTimeout time.Duration
 	// Tenants, when set, are the only tenants whose tickets Claim accepts;
 	// any other is ErrTicketForbidden, refused before any fetch.
 	Tenants []string
@@ -215,7 +220,10 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 		s.signKey = signingKey(opts.Secret)
 	}
 	if opts.Keeper != nil {
-		s.seal = &sealer{keeper: opts.Keeper}
+		if opts.KeeperTimeout < 0 {
+			return nil, fmt.Errorf("claimcheck: negative keeper timeout %v: %w", opts.KeeperTimeout, ErrConfig)
+		}
+		s.seal = &sealer{keeper: opts.Keeper, timeout: opts.KeeperTimeout}
 	}
 	for _, t := range opts.Tenants {
 		if err := ValidateTenant(t); err != nil {
