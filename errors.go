@@ -376,6 +376,12 @@ func causeOf(err error) (error, string) {
 	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && ep != "":
 		return nil, "connection closed" + at("by") + " before it answered"
 	}
+	// Any other failure of an HTTP request: the transport's own words (its
+	// *url.Error's, whose URL, which names the object key, is left out).
+	var ue *url.Error
+	if errors.As(err, &ue) && ep != "" && ue.Err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, "request to " + ep + " failed: " + ue.Err.Error()
+	}
 	return nil, ""
 }
 
