@@ -150,9 +150,11 @@ const HeaderReserve = 1 << 10
 // attribute is counted by broker.Size.
 const MaxIDLen = 256
 
-// Default option values.
+// Default option values. DefaultAckWait is short because broker.Consume
+// extends every held delivery every third of it while its handler runs: it
+// bounds only how long the job of a crashed worker waits (about 1 min).
 const (
-	DefaultAckWait         = 5 * time.Minute
+	DefaultAckWait         = time.Minute
 	DefaultFetchWait       = time.Second
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultReconnectWait   = 2 * time.Second
