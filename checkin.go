@@ -223,9 +223,12 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		Metadata:                    meta,
 		BeforeWrite: func(as func(any) bool) error {
 			as(&file) // fileblob exposes its temporary *os.File
-			// s3blob: SHA-256 checksums the server verifies, bounded parts,
-			// aborted multipart uploads (store_s3.go).
-			return s.s3BeforeWrite(as, t, aead != nil)
+			if s.hooks == nil {
+				return nil
+			}
+			// The store's driver: S3's checksums the server verifies,
+			// bounded parts, aborted multipart uploads (stores/s3store).
+			return s.hooks.BeforeWrite(as, Upload{Size: t.Size, SHA256: t.SHA256, Sealed: aead != nil})
 		},
 	})
 	if err != nil {
@@ -304,8 +307,10 @@ func (s *Store) holds(ctx context.Context, t *Ticket) (bool, error) {
 		return false, fmt.Errorf("claimcheck: check in %s: an unencrypted object holds the key and this store encrypts: %w", t, ErrKeyConflict)
 	}
 	if attrs.Metadata[metaSHA256] == t.SHA256 && attrs.Metadata[metaSize] == strconv.FormatInt(t.Size, 10) {
-		if err := s.checkSSE(attrs); err != nil { // store_s3.go
-			return false, storeError("claimcheck: check in "+t.String(), err, false)
+		if s.hooks != nil {
+			if err := s.hooks.CheckExisting(attrs); err != nil { // e.g. S3's server-side encryption
+				return false, storeError("claimcheck: check in "+t.String(), err, false)
+			}
 		}
 		return true, nil
 	}

@@ -201,11 +201,11 @@ func storeError(what string, err error, notFoundMissing bool) error {
 	if err == nil {
 		return nil
 	}
-	var sse *sseError
-	if errors.As(err, &sse) {
-		// Server-side encryption requested and not applied (store_s3.go):
-		// the store's configuration is at fault, not the payload.
-		return &classError{class: ErrConfig, msg: what + ": " + sse.Error(), cause: err}
+	var ce StoreConfigError
+	if errors.As(err, &ce) {
+		// The store's configuration is at fault, not the payload (driver.go;
+		// e.g. S3 server-side encryption requested and not applied).
+		return &classError{class: ErrConfig, msg: what + ": " + ce.StoreConfigError(), cause: err}
 	}
 	class := ErrUnavailable
 	switch gcerrors.Code(err) {

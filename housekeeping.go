@@ -4,19 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"gocloud.dev/gcerrors"
 )
 
@@ -25,9 +18,6 @@ import (
 // of check-ins that never finished (temporary files, incomplete multipart
 // uploads).
 
-// s3MaxCopySize is the largest object one CopyObject copies (5 GiB).
-const s3MaxCopySize = 5 << 30
-
 // refresh restarts the age of an object a new check-in reuses, so that
 // lifecycle expiry and the sweeper count from the newest job that needs it,
 // not from its first upload (a retention of 22 days must hold for a job
@@ -35,7 +25,8 @@ const s3MaxCopySize = 5 << 30
 // exist any more, so the caller writes it again.
 //
 // On the file store it sets the modification time of the object and of
-// its attribute file. On S3 it copies the object onto itself (CopyObject
+// its attribute file; other stores ask their driver (StoreHooks.Refresh).
+// On S3 it copies the object onto itself (CopyObject
 // with its metadata replaced by the same metadata), which gives it a new
 // LastModified; objects above 5 GiB, which one CopyObject cannot copy, and
 // other drivers keep their first write time: their lifecycle must then
@@ -53,76 +44,21 @@ func (s *Store) refresh(ctx context.Context, t *Ticket) (gone bool, err error) {
 		_ = os.Chtimes(path+".attrs", now, now) // fileblob's sidecar, if any
 		return false, nil
 	}
-	client := s.s3Client()
-	if client == nil {
+	if s.hooks == nil {
 		return false, nil
 	}
-	head, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(s.rawKey(t.Key))})
+	gone, err = s.hooks.Refresh(ctx, s.rawKey(t.Key)) // e.g. S3's copy onto itself
 	if err != nil {
-		if isS3NotFound(err) {
-			return true, nil
-		}
 		return false, storeError("claimcheck: check in "+t.String()+": refresh the reused object's age", err, false)
 	}
-	if aws.ToInt64(head.ContentLength) > s3MaxCopySize {
-		return false, nil
-	}
-	in := &s3.CopyObjectInput{
-		Bucket:            aws.String(s.s3Bucket),
-		Key:               aws.String(s.rawKey(t.Key)),
-		CopySource:        aws.String(s.s3Bucket + "/" + s.rawKey(t.Key)),
-		MetadataDirective: types.MetadataDirectiveReplace,
-		Metadata:          head.Metadata,
-		ContentType:       head.ContentType,
-		// Only the object this HEAD saw: if it was replaced or removed
-		// since, the copy fails instead of copying something else.
-		CopySourceIfMatch: head.ETag,
-	}
-	if head.ServerSideEncryption != "" && head.ServerSideEncryption != types.ServerSideEncryptionAes256 {
-		in.ServerSideEncryption, in.SSEKMSKeyId = head.ServerSideEncryption, head.SSEKMSKeyId
-	} else if head.ServerSideEncryption != "" {
-		in.ServerSideEncryption = head.ServerSideEncryption
-	}
-	if _, err := client.CopyObject(ctx, in); err != nil {
-		if isS3NotFound(err) || isS3Code(err, "PreconditionFailed") {
-			return true, nil
-		}
-		return false, storeError("claimcheck: check in "+t.String()+": refresh the reused object's age (copy onto itself)", err, false)
-	}
-	return false, nil
+	return gone, nil
 }
 
 // rawKey is key (relative to the store's namespace, as tickets and
 // listings have it) as the bucket itself names it, for calls made on the
-// S3 client or the file system rather than through the prefixed bucket.
+// store's driver or the file system rather than through the prefixed
+// bucket.
 func (s *Store) rawKey(key string) string { return s.namespace + key }
-
-// s3Client is the S3 client behind an s3:// store OpenStore opened, or nil.
-func (s *Store) s3Client() *s3.Client {
-	if s.s3Bucket == "" {
-		return nil
-	}
-	var client *s3.Client
-	if !s.bucket.As(&client) {
-		return nil
-	}
-	return client
-}
-
-func isS3NotFound(err error) bool {
-	var nf *types.NotFound
-	var nk *types.NoSuchKey
-	if errors.As(err, &nf) || errors.As(err, &nk) {
-		return true
-	}
-	var re *smithyhttp.ResponseError
-	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound
-}
-
-func isS3Code(err error, code string) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && ae.ErrorCode() == code
-}
 
 // Clock reads the store's own clock: the time against which the
 // modification times it reports are measured. ok is false when the store
@@ -139,23 +75,14 @@ func (s *Store) Clock(ctx context.Context) (now time.Time, ok bool, err error) {
 	if s.hostClock {
 		return time.Now(), true, nil
 	}
-	client := s.s3Client()
-	if client == nil {
+	if s.hooks == nil {
 		return time.Time{}, false, nil
 	}
-	out, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.s3Bucket)})
+	now, ok, err = s.hooks.Clock(ctx)
 	if err != nil {
 		return time.Time{}, false, storeError("claimcheck: read the store's clock", err, false)
 	}
-	raw, _ := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response)
-	if raw == nil {
-		return time.Time{}, false, nil
-	}
-	date, err := http.ParseTime(raw.Header.Get("Date"))
-	if err != nil {
-		return time.Time{}, false, nil
-	}
-	return date, true, nil
+	return now, ok, nil
 }
 
 // IncompleteUpload is a multipart upload the store holds that was never
@@ -177,53 +104,32 @@ type IncompleteUpload struct {
 // multipart uploads (file://, mem://) have none: it returns nil at once.
 // Errors: the store's, classified; fn's, as they are.
 func (s *Store) IncompleteUploads(ctx context.Context, prefix string, fn func(IncompleteUpload) error) error {
-	client := s.s3Client()
-	if client == nil {
+	if s.hooks == nil {
 		return nil
 	}
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.s3Bucket), Prefix: aws.String(s.rawKey(prefix))}
-	for {
-		out, err := client.ListMultipartUploads(ctx, in)
-		if err != nil {
-			return storeError("claimcheck: list incomplete uploads under "+prefix, err, false)
-		}
-		for _, u := range out.Uploads {
-			up := IncompleteUpload{Key: strings.TrimPrefix(aws.ToString(u.Key), s.namespace), ID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)}
-			up.Size = s.uploadedBytes(ctx, client, up)
-			if err := fn(up); err != nil {
-				return err
-			}
-		}
-		if !aws.ToBool(out.IsTruncated) {
-			return nil
-		}
-		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	var fnErr error
+	err := s.hooks.IncompleteUploads(ctx, s.rawKey(prefix), func(u IncompleteUpload) error {
+		u.Key = strings.TrimPrefix(u.Key, s.namespace)
+		fnErr = fn(u)
+		return fnErr
+	})
+	if err != nil && fnErr != nil && errors.Is(err, fnErr) {
+		return err
 	}
-}
-
-// uploadedBytes sums the sizes of an upload's parts (first 1,000 parts
-// only: the figure is for the report).
-func (s *Store) uploadedBytes(ctx context.Context, client *s3.Client, u IncompleteUpload) int64 {
-	out, err := client.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(s.rawKey(u.Key)), UploadId: aws.String(u.ID)})
 	if err != nil {
-		return 0
+		return storeError("claimcheck: list incomplete uploads under "+prefix, err, false)
 	}
-	var n int64
-	for _, p := range out.Parts {
-		n += aws.ToInt64(p.Size)
-	}
-	return n
+	return nil
 }
 
 // AbortUpload aborts an incomplete multipart upload, freeing its parts. An
 // upload already gone is not an error. Errors: the store's, classified.
 func (s *Store) AbortUpload(ctx context.Context, u IncompleteUpload) error {
-	client := s.s3Client()
-	if client == nil {
+	if s.hooks == nil {
 		return nil
 	}
-	_, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.s3Bucket), Key: aws.String(s.rawKey(u.Key)), UploadId: aws.String(u.ID)})
-	if err != nil && !isS3Code(err, "NoSuchUpload") && !isS3NotFound(err) {
+	u.Key = s.rawKey(u.Key)
+	if err := s.hooks.AbortUpload(ctx, u); err != nil {
 		return storeError("claimcheck: abort an incomplete upload", err, false)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/bigpdf"
 )
 
 // testBundle is what most tests need: a store over a real bucket, the
@@ -207,6 +208,10 @@ type corpusFile struct {
 
 func corpus(t *testing.T) []corpusFile {
 	t.Helper()
+	// big.pdf is not in the module: made on first use (internal/bigpdf).
+	if _, err := bigpdf.Ensure(filepath.Join("testdata", "pdf")); err != nil {
+		t.Fatalf("make testdata/pdf/%s: %v", bigpdf.Name, err)
+	}
 	entries, err := os.ReadDir("testdata/pdf")
 	if err != nil {
 		t.Fatalf("read corpus: %v", err)

@@ -102,18 +102,20 @@ type Store struct {
 	signKey   []byte  // nil: tickets are not signed
 	seal      *sealer // nil: payloads are stored as they are
 	tenants   []string
-	s3up      s3Upload // S3 part size and concurrency (store_s3.go)
-	s3Bucket  string   // the S3 bucket's name, for calls s3blob does not make (housekeeping.go)
-	hostClock bool     // file:// and mem://: this host's clock stamps the objects
+	hostClock bool // file:// and mem://: this host's clock stamps the objects
 	// notFoundGrace: a claim's NotFound this soon after the ticket's
 	// creation is transient (ErrNotVisibleYet); 0 never.
 	notFoundGrace time.Duration
-	namespace     string // prefix= of the URL, ending in '/'; "" for the root (namespace.go)
-	location      string // for messages: scheme://bucket/namespace
+	namespace     string     // prefix= of the URL, ending in '/'; "" for the root (namespace.go)
+	location      string     // for messages: scheme://bucket/namespace
+	hooks         StoreHooks // the bucket's StoreDriver's, or nil (driver.go)
 }
 
 // OpenStore opens the bucket at a gocloud.dev/blob URL (file://, mem://, and
-// any other scheme whose driver the program imports) and wraps it.
+// any other scheme whose driver the program imports) and wraps it. A scheme
+// with a StoreDriver (s3:// from stores/s3store, gs:// from
+// stores/gcsstore: import the package) is opened by that driver, with
+// claimcheck's own URL parameters and upload settings (driver.go).
 //
 // For file:// URLs the directory is created if missing, temporary files are
 // placed beside their final path (no_tmp_dir=1) so the final rename never
@@ -168,11 +170,13 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		o.NotFoundGrace = grace
 		opts = &o
 	}
-	up, err := s3UploadFromURL(u) // part_size, upload_concurrency (store_s3.go)
-	if err != nil {
-		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
+	var b *blob.Bucket
+	var hooks StoreHooks
+	if d := storeDriver(u.Scheme); d != nil { // driver.go
+		b, hooks, err = d.OpenBucket(ctx, u)
+	} else {
+		b, err = blob.OpenBucket(ctx, u.String())
 	}
-	b, err := openBucket(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: open store %s: %v: %w", u.Scheme, err, ErrConfig)
 	}
@@ -185,10 +189,10 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		return nil, err
 	}
 	s.namespace, s.location = ns, location
-	s.s3up = up
+	if hooks != nil {
+		s.hooks = hooks
+	}
 	switch u.Scheme {
-	case "s3":
-		s.s3Bucket = u.Host
 	case "file", "mem":
 		s.hostClock = true // this host stamps the objects (Clock)
 		if opts == nil || opts.NotFoundGrace == 0 {
@@ -206,7 +210,8 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
-	s := &Store{bucket: b, name: opts.Name, keys: keyPolicy{secret: opts.Secret}, maxSize: opts.MaxPayloadSize, spoolDir: opts.SpoolDir, location: "bucket"}
+	s := &Store{bucket: b, name: opts.Name, keys: keyPolicy{secret: opts.Secret}, maxSize: opts.MaxPayloadSize, spoolDir: opts.SpoolDir, location: "bucket",
+		hooks: hooksFor(b)}
 	if s.name == "" {
 		s.name = DefaultStoreName
 	}

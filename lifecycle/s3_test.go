@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/claimcheck/claimcheck/lifecycle"
+	_ "github.com/claimcheck/claimcheck/stores/s3store" // s3:// URLs
 )
 
 const s3URLEnv = "CLAIMCHECK_TEST_S3_URL"

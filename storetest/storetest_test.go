@@ -6,6 +6,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/testenv"
+	_ "github.com/claimcheck/claimcheck/stores/s3store" // s3:// URLs
 	"github.com/claimcheck/claimcheck/storetest"
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 	"github.com/claimcheck/claimcheck/pipeline"
+	_ "github.com/claimcheck/claimcheck/stores/s3store" // s3:// URLs
 	"github.com/claimcheck/claimcheck/sweep"
 )
 

@@ -104,7 +104,9 @@ func TestConformanceAgainstFauxqs1MiB(t *testing.T) {
 func TestCancelledReceiveGivesBack(t *testing.T) {
 	for name, open := range map[string]func(t *testing.T) *Transport{
 		"StandIn": func(t *testing.T) *Transport { tr, _ := openStandIn(t, 0); return tr },
-		"Fauxqs":  func(t *testing.T) *Transport { return openFauxqs(t, fauxqsClient(t), 0, Options{WaitTime: 3 * time.Second}) },
+		"Fauxqs": func(t *testing.T) *Transport {
+			return openFauxqs(t, fauxqsClient(t), 0, Options{WaitTime: 3 * time.Second})
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -17,8 +17,8 @@
 // claimcheck's part size, concurrency and SHA-256 checksums, and a
 // GetObject streamed to io.Discard), and reports claimcheck's throughput
 // as a share of it, per phase (SDKRatio). The memory limit on S3 is
-// LimitPeakRSS plus the configured part buffers (claimcheck.S3PartSize ×
-// claimcheck.S3UploadConcurrency).
+// LimitPeakRSS plus the configured part buffers (s3store.PartSize ×
+// s3store.UploadConcurrency).
 //
 // Measurements are process-wide (RSS, heap, GC), so Run calls are
 // serialized and the process should do nothing else meanwhile.
@@ -45,6 +45,7 @@ import (
 	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/stores/s3store"
 
 	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
@@ -345,7 +346,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		sizers = append(sizers, runners[len(runners)-1])
 	}
 	if isS3(storeURL) {
-		rep.S3Concurrency = runners[0].store.S3UploadConcurrency()
+		rep.S3Concurrency = s3store.UploadConcurrency(runners[0].store)
 		if !cfg.NoSDKBaseline {
 			sdk, err := newSDKRunner(ctx, runners[0].store, storeURL, tenant, cfg.Seed, m, cfg.Log)
 			if err != nil {
@@ -368,7 +369,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		smallest, largest = min(smallest, n), max(largest, n)
 	}
 	if rep.S3Concurrency > 0 {
-		rep.S3PartBytes = runners[0].store.S3PartSize(largest)
+		rep.S3PartBytes = s3store.PartSize(runners[0].store, largest)
 	}
 	// Variants alternate within each size (and their order from round to
 	// round), so that both see the same machine state (page cache, disk,

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/stores/s3store"
 
 	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
@@ -76,11 +77,11 @@ func (b *sdkRunner) warmUp() error {
 
 // upload puts r (n bytes) at key as claimcheck's check-in would send it.
 func (b *sdkRunner) upload(key string, r io.Reader, n int64) error {
-	part := b.store.S3PartSize(n)
+	part := s3store.PartSize(b.store, n)
 	tm := transfermanager.New(b.client, func(o *transfermanager.Options) {
 		o.PartSizeBytes = part
 		o.MultipartUploadThreshold = part
-		o.Concurrency = b.store.S3UploadConcurrency()
+		o.Concurrency = s3store.UploadConcurrency(b.store)
 		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
 		o.FailTimeout = 30 * time.Second

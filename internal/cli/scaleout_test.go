@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/bigpdf"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 )
 
@@ -26,6 +27,7 @@ func TestScaleOutEndToEnd(t *testing.T) {
 	if s3URL == "" {
 		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
 	}
+	ensureBigPDF(t)
 	database := dbtest.SQLite(t)
 	if os.Getenv(dbtest.EnvPostgresURL) != "" {
 		database = dbtest.Postgres(t)
@@ -60,7 +62,7 @@ func TestScaleOutEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatal(err)
 	}
-	wantPages := map[string]int{"TeXShopAndAsymptote.pdf": 2, "bash.pdf": 87, "big.pdf": 10515, "octave.pdf": 1158, "pixel.pdf": 1, "refcard-a4.pdf": 3}
+	wantPages := map[string]int{"TeXShopAndAsymptote.pdf": 2, "bash.pdf": 87, "big.pdf": bigpdf.Pages, "octave.pdf": 1158, "pixel.pdf": 1, "refcard-a4.pdf": 3}
 	if len(out.Jobs) != len(wantPages) {
 		t.Fatalf("%d jobs, want %d", len(out.Jobs), len(wantPages))
 	}

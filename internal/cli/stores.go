@@ -5,4 +5,5 @@ package cli
 // file:// and mem:// come with the root package.
 import (
 	_ "github.com/claimcheck/claimcheck/stores/gcsstore" // gs://
+	_ "github.com/claimcheck/claimcheck/stores/s3store"  // s3://
 )

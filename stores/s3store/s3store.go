@@ -1,37 +1,6 @@
-package claimcheck
-
-import (
-	"context"
-	"encoding/base64"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"net/http"
-	"net/url"
-	"runtime"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-	"weak"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
-	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/middleware"
-	"github.com/dustin/go-humanize"
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/s3blob" // s3:// URLs
-	"gocloud.dev/gcerrors"
-
-	"github.com/claimcheck/claimcheck/internal/ctxio"
-)
-
-// S3 and S3-compatible stores (SeaweedFS, MinIO, Ceph, R2...):
+// Package s3store adds S3 and S3-compatible stores (SeaweedFS, MinIO, Ceph,
+// R2...) to claimcheck: importing it (the claimcheck command does) makes
+// claimcheck.OpenStore open
 //
 //	s3://BUCKET?region=REGION[&endpoint=http://host:port&use_path_style=true]
 //
@@ -75,22 +44,93 @@ import (
 //     per check-in is about (s3UploadConcurrency+2) parts whatever the size.
 //   - A failed or cancelled multipart upload is aborted with a fresh context
 //     (s3AbortTimeout), so it leaves no incomplete upload behind.
-//   - Every connection is bounded in time (bounds.go): connect_timeout=D
-//     (default DefaultConnectTimeout, 10 s) for each connection attempt and
-//     TLS handshake, and stall_timeout=D (default DefaultStallTimeout, 20 s)
+//   - Every connection is bounded in time (claimcheck.NetBoundsFromURL): connect_timeout=D
+//     (default claimcheck.DefaultConnectTimeout, 10 s) for each connection attempt and
+//     TLS handshake, and stall_timeout=D (default claimcheck.DefaultStallTimeout, 20 s)
 //     of no progress at all on an established connection, D a Go duration
 //     from 100ms to 1h; both are claimcheck's URL parameters.
 //
-// and, for buckets OpenStore opens (openBucket; not for a bucket given to
-// NewStore):
+// and, for buckets OpenStore opens (not for a bucket given to NewStore):
 //
 //   - InvalidAccessKeyId, SignatureDoesNotMatch, ExpiredToken and their kin
-//     are permission errors (ErrAccessDenied), as AccessDenied already is.
+//     are permission errors (claimcheck.ErrAccessDenied), as AccessDenied already is.
 //   - The SDK does not validate response checksums by default
 //     (response_checksum_validation=when_required unless the URL says
 //     otherwise): a claim verifies the payload's SHA-256 itself, and an SDK
 //     validation failure would surface as a read error (transient) instead
 //     of ErrPayloadCorrupt.
+package s3store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/dustin/go-humanize"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/s3blob" // s3:// URLs
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/ctxio"
+)
+
+func init() { claimcheck.RegisterStoreDriver(s3blob.Scheme, driver{}) }
+
+// driver is the claimcheck.StoreDriver of s3:// URLs.
+type driver struct{}
+
+// OpenBucket takes claimcheck's parameters (part_size, upload_concurrency,
+// connect_timeout, stall_timeout) out of u and opens the bucket on a client
+// of its own (openS3BucketWith).
+func (driver) OpenBucket(ctx context.Context, u *url.URL) (*blob.Bucket, claimcheck.StoreHooks, error) {
+	up, err := s3UploadFromURL(u)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := openS3BucketWith(ctx, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, &hooks{bucket: b, name: u.Host, up: up}, nil
+}
+
+// Hooks serves any s3blob bucket (one given to claimcheck.NewStore) with
+// the default part size and concurrency.
+func (driver) Hooks(b *blob.Bucket) claimcheck.StoreHooks {
+	var c *s3.Client
+	if !b.As(&c) {
+		return nil
+	}
+	return &hooks{bucket: b}
+}
+
+// hooks are the claimcheck.StoreHooks of one s3blob bucket.
+type hooks struct {
+	bucket *blob.Bucket
+	name   string // the bucket's name, for calls s3blob does not make; "" for a bucket given to NewStore
+	up     s3Upload
+}
+
 const (
 	s3MinPartSize = 5 << 20 // S3's minimum part size, but for the last part
 	s3MaxParts    = 10000
@@ -138,50 +178,50 @@ func s3UploadFromURL(u *url.URL) (s3Upload, error) {
 	return up, nil
 }
 
-// S3UploadConcurrency is how many parts of one check-in to this s3:// store
-// are uploaded at once (the URL's upload_concurrency; default 1). With
-// S3PartSize, it bounds a check-in's part buffers: about S3PartSize ×
-// S3UploadConcurrency bytes in flight, whatever the payload's size.
-func (s *Store) S3UploadConcurrency() int {
-	if s.s3up.concurrency > 0 {
-		return s.s3up.concurrency
+// UploadConcurrency is how many parts of one check-in to s, an s3:// store,
+// are uploaded at once (the URL's upload_concurrency; default 1; also for
+// a store that is not S3's). With PartSize, it bounds a check-in's part
+// buffers: about PartSize × UploadConcurrency bytes in flight, whatever the
+// payload's size.
+func UploadConcurrency(s *claimcheck.Store) int { return hooksOf(s).concurrency() }
+
+// PartSize is the part size, in bytes, of the multipart upload of a
+// payload of payloadSize bytes to s, an s3:// store: the URL's part_size
+// (default 5 MiB, S3's minimum), raised in whole MiB where S3's 10,000-part
+// limit needs more. A payload smaller than one part goes up in a single
+// PutObject.
+func PartSize(s *claimcheck.Store, payloadSize int64) int64 { return hooksOf(s).partSize(payloadSize) }
+
+// hooksOf returns s's S3 hooks, or defaults for a store that is not S3's.
+func hooksOf(s *claimcheck.Store) *hooks {
+	if h, ok := s.Hooks().(*hooks); ok {
+		return h
+	}
+	return &hooks{}
+}
+
+func (h *hooks) concurrency() int {
+	if h.up.concurrency > 0 {
+		return h.up.concurrency
 	}
 	return s3UploadConcurrency
 }
 
-// S3PartSize is the part size, in bytes, of the multipart upload of a
-// payload of payloadSize bytes to this s3:// store: the URL's part_size
-// (default 5 MiB, S3's minimum), raised in whole MiB where S3's 10,000-part
-// limit needs more. A payload smaller than one part goes up in a single
-// PutObject.
-func (s *Store) S3PartSize(payloadSize int64) int64 {
-	return max(s3PartSize(payloadSize), s.s3up.partSize)
+func (h *hooks) partSize(payloadSize int64) int64 {
+	return max(s3PartSize(payloadSize), h.up.partSize)
 }
 
-// openBucket opens the bucket at u, a URL OpenStore has checked. It is
-// blob.OpenBucket but for s3:// URLs, which openS3Bucket opens.
-func openBucket(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
-	if u.Scheme == s3blob.Scheme {
-		return openS3Bucket(ctx, u)
-	}
-	return blob.OpenBucket(ctx, u.String())
-}
-
-// openS3Bucket opens an s3:// URL through s3blob's own URL opener (so it
-// takes the same parameters), then rebuilds the bucket on a copy of its
-// client with s3ErrorCodes added.
-func openS3Bucket(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
-	return openS3BucketWith(ctx, u)
-}
-
-// openS3BucketWith is openS3Bucket with more client options, added after
-// claimcheck's own (tests put probes on the wire with them).
+// openS3BucketWith opens an s3:// URL through s3blob's own URL opener (so
+// it takes the same parameters), then rebuilds the bucket on a copy of its
+// client with s3ErrorCodes, the connection bounds and the SSE check added;
+// apiOptions come after claimcheck's own (tests put probes on the wire
+// with them).
 func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middleware.Stack) error) (*blob.Bucket, error) {
 	if u.Host == "" {
 		return nil, errors.New("s3 store URL needs a bucket: s3://BUCKET?region=...")
 	}
 	v := *u
-	bounds, err := netBoundsFromURL(&v)
+	connect, stall, err := claimcheck.NetBoundsFromURL(&v)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +252,7 @@ func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middl
 		return nil, err
 	}
 	client := s3.New(o, func(o *s3.Options) {
-		o.HTTPClient = boundedHTTPClient(o.HTTPClient, bounds)
+		o.HTTPClient = boundedHTTPClient(o.HTTPClient, connect, stall)
 		o.APIOptions = append(o.APIOptions, s3ErrorCodes)
 		if sse != nil {
 			o.APIOptions = append(o.APIOptions, sse.middleware)
@@ -226,22 +266,23 @@ func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middl
 	return s3blob.OpenBucket(ctx, client, u.Host, &opener.Options)
 }
 
-// boundedHTTPClient is c, an SDK HTTP client, with b's bounds on its
-// connections (bounds.go): the connect timeout on dialling and on the TLS
-// handshake, and the stall watchdog of ctxio.Dialer on every connection.
+// boundedHTTPClient is c, an SDK HTTP client, with bounds on its
+// connections (claimcheck.NetBoundsFromURL): the connect timeout on
+// dialling and on the TLS handshake, and the stall watchdog of
+// ctxio.Dialer on every connection.
 // Idle pooled connections are closed before the watchdog would close them.
 // A client that is not the SDK's buildable one is replaced by one.
-func boundedHTTPClient(c aws.HTTPClient, b netBounds) aws.HTTPClient {
+func boundedHTTPClient(c aws.HTTPClient, connect, stall time.Duration) aws.HTTPClient {
 	bc, ok := c.(*awshttp.BuildableClient)
 	if !ok || bc == nil {
 		bc = awshttp.NewBuildableClient()
 	}
-	d := ctxio.Dialer{Connect: b.connect, Stall: b.stall, KeepAlive: awshttp.DefaultDialKeepAliveTimeout}
+	d := ctxio.Dialer{Connect: connect, Stall: stall, KeepAlive: awshttp.DefaultDialKeepAliveTimeout}
 	return bc.WithTransportOptions(func(tr *http.Transport) {
 		tr.DialContext = d.DialContext
-		tr.TLSHandshakeTimeout = b.connect
-		if tr.IdleConnTimeout == 0 || tr.IdleConnTimeout > b.stall/2 {
-			tr.IdleConnTimeout = b.stall / 2
+		tr.TLSHandshakeTimeout = connect
+		if tr.IdleConnTimeout == 0 || tr.IdleConnTimeout > stall/2 {
+			tr.IdleConnTimeout = stall / 2
 		}
 	})
 }
@@ -304,14 +345,14 @@ func s3PartSize(size int64) int64 {
 	return part
 }
 
-// s3BeforeWrite prepares the upload of t's object when the bucket is
-// s3blob's (it is a no-op for other drivers): it is called from put's
-// BeforeWrite with the writer's As function. sealed means the bytes sent are
-// ciphertext, whose digest is not known before they are sent.
+// BeforeWrite implements claimcheck.StoreHooks: it prepares the upload of a
+// check-in's object (a no-op when the writer is not s3blob's). up.Sealed
+// means the bytes sent are ciphertext, whose digest is not known before they
+// are sent.
 //
 // s3blob exposes the transfer manager client of this one upload; its
 // options are not exported, so it is replaced whole by one configured here.
-func (s *Store) s3BeforeWrite(as func(any) bool, t *Ticket, sealed bool) error {
+func (h *hooks) BeforeWrite(as func(any) bool, up claimcheck.Upload) error {
 	var in *transfermanager.UploadObjectInput
 	if !as(&in) || in == nil {
 		return nil // not s3blob
@@ -323,16 +364,16 @@ func (s *Store) s3BeforeWrite(as func(any) bool, t *Ticket, sealed bool) error {
 		return errors.New("s3blob no longer exposes its *transfermanager.Client to BeforeWrite")
 	}
 	var client *s3.Client
-	if !s.bucket.As(&client) {
+	if !h.bucket.As(&client) {
 		return errors.New("s3blob bucket exposes no *s3.Client")
 	}
-	part := s.S3PartSize(t.Size)
+	part := h.partSize(up.Size)
 	*tm = *transfermanager.New(client, func(o *transfermanager.Options) {
 		o.PartSizeBytes = part
 		// Also the most buffered before the first request: the default
 		// (16 MiB) would hold more than a part in memory.
 		o.MultipartUploadThreshold = part
-		o.Concurrency = s.S3UploadConcurrency()
+		o.Concurrency = h.concurrency()
 		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
 		// AbortMultipartUpload gets a fresh context: with the default (0) it
@@ -340,10 +381,10 @@ func (s *Store) s3BeforeWrite(as func(any) bool, t *Ticket, sealed bool) error {
 		o.FailTimeout = s3AbortTimeout
 	})
 	in.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
-	if !sealed && t.Size < part {
+	if !up.Sealed && up.Size < part {
 		// One PutObject (the body is under the multipart threshold) of the
 		// plaintext: the server checks the bytes against the ticket itself.
-		sum, err := hex.DecodeString(t.SHA256)
+		sum, err := hex.DecodeString(up.SHA256)
 		if err != nil {
 			return fmt.Errorf("ticket digest: %v", err)
 		}
@@ -414,6 +455,10 @@ func (e *sseError) Error() string {
 }
 
 func (e *sseError) Unwrap() error { return e.head }
+
+// StoreConfigError implements claimcheck.StoreConfigError: the store's
+// configuration, not the payload, is at fault (its text names no key).
+func (e *sseError) StoreConfigError() string { return e.Error() }
 
 func (c *sseCheck) describe(typ types.ServerSideEncryption, key string) string {
 	if key == "" {
@@ -500,7 +545,7 @@ func (c *sseCheck) keyMatches(got string) bool {
 }
 
 // sseByClient remembers the sseCheck of each client openS3BucketWith made,
-// for checkSSE; an entry goes when its client is collected.
+// for CheckExisting; an entry goes when its client is collected.
 var sseByClient sync.Map // weak.Pointer[s3.Client] → sseWant
 
 type sseWant struct {
@@ -514,14 +559,14 @@ func registerSSE(client *s3.Client, c *sseCheck) {
 	runtime.AddCleanup(client, func(k weak.Pointer[s3.Client]) { sseByClient.Delete(k) }, k)
 }
 
-// checkSSE returns an error when the store requires server-side encryption
-// (ssetype) and attrs, of an object already at a key, do not report it: a
-// check-in must not take such an object for its own (put's holds), since
-// the payload would then be stored without the encryption requested. It is
-// nil for other stores and drivers.
-func (s *Store) checkSSE(attrs *blob.Attributes) error {
+// CheckExisting implements claimcheck.StoreHooks: an error when the store
+// requires server-side encryption (ssetype) and attrs, of an object already
+// at a key, do not report it: a check-in must not take such an object for
+// its own, since the payload would then be stored without the encryption
+// requested.
+func (h *hooks) CheckExisting(attrs *blob.Attributes) error {
 	var client *s3.Client
-	if !s.bucket.As(&client) {
+	if !h.bucket.As(&client) {
 		return nil
 	}
 	v, ok := sseByClient.Load(weak.Make(client))
@@ -540,62 +585,155 @@ func (s *Store) checkSSE(attrs *blob.Attributes) error {
 	return &sseError{want: c.describe(c.typ, c.kmsKey), existing: true, got: c.describe(head.ServerSideEncryption, aws.ToString(head.SSEKMSKeyId))}
 }
 
-// ErrNoPresignedURL is returned (wrapped) by Store.PresignedURL for a
-// payload the store cannot hand out through a presigned URL: an inline
-// payload (no object), an encrypted one (the URL would serve ciphertext),
-// or a store whose driver cannot presign (file://, mem://).
-var ErrNoPresignedURL = errors.New("no presigned URL for this payload")
+// Housekeeping: what the sweeper and reuse need beyond gocloud.dev/blob.
 
-// MaxPresignTTL is the longest lifetime of a presigned URL: SigV4's limit.
-const MaxPresignTTL = 7 * 24 * time.Hour
+// s3MaxCopySize is the largest object one CopyObject copies (5 GiB).
+const s3MaxCopySize = 5 << 30
 
-// PresignedURL returns a URL that GETs the object behind t straight from
-// the store (an S3 presigned URL, SigV4 in its query) for ttl (1 s to
-// MaxPresignTTL), made now and stored nowhere: never put it in a ticket or
-// a message. Whoever holds it reads the object without any credential,
-// and the store, not claimcheck, answers it: the bytes are not verified
-// against the ticket on the way (hand out t's SHA-256 with it), and the
-// URL shows the object's full key. The URL is valid only as long as the
-// credentials that signed it (temporary credentials end it sooner).
-//
-// The ticket is checked as Claim checks it, and the object must exist and
-// record t's digest and size (a HEAD; nothing is downloaded).
-//
-// Errors: ErrNoPresignedURL when the store encrypts payloads (the object
-// holds ciphertext: serve it through claimcheck, which decrypts and
-// verifies), t is inline, or the driver cannot presign; ErrConfig for a
-// ttl out of range; ErrPayloadMissing; ErrPayloadCorrupt when the object
-// records another digest; Claim's and the store's errors.
-func (s *Store) PresignedURL(ctx context.Context, t *Ticket, ttl time.Duration) (string, error) {
-	if ttl < time.Second || ttl > MaxPresignTTL {
-		return "", fmt.Errorf("claimcheck: presign: lifetime %s is outside 1s to %s: %w", ttl, MaxPresignTTL, ErrConfig)
+// client is the S3 client behind a bucket OpenStore opened, or nil.
+func (h *hooks) client() *s3.Client {
+	if h.name == "" {
+		return nil
 	}
-	if _, err := s.Claim(t); err != nil {
-		return "", err
+	var client *s3.Client
+	if !h.bucket.As(&client) {
+		return nil
 	}
-	switch {
-	case t.IsInline():
-		return "", fmt.Errorf("claimcheck: presign %s: the payload travels inline in its ticket, there is no object: %w", t, ErrNoPresignedURL)
-	case s.seal != nil:
-		return "", fmt.Errorf("claimcheck: presign %s: this store encrypts payloads, so a presigned URL would serve ciphertext: %w", t, ErrNoPresignedURL)
+	return client
+}
+
+// Refresh implements claimcheck.StoreHooks: it copies the object onto
+// itself (CopyObject with its metadata replaced by the same metadata),
+// which gives it a new LastModified. Objects above 5 GiB, which one
+// CopyObject cannot copy, keep their first write time.
+func (h *hooks) Refresh(ctx context.Context, key string) (gone bool, err error) {
+	client := h.client()
+	if client == nil {
+		return false, nil
 	}
-	info, err := s.Stat(ctx, t)
-	switch {
-	case err != nil:
-		return "", err
-	case !info.Exists:
-		return "", fmt.Errorf("claimcheck: presign %s: %w", t, ErrPayloadMissing)
-	case info.Encrypted:
-		return "", fmt.Errorf("claimcheck: presign %s: the object is encrypted, so a presigned URL would serve ciphertext: %w", t, ErrNoPresignedURL)
-	case !info.MatchesTicket:
-		return "", fmt.Errorf("claimcheck: presign %s: the object records another digest or size than the ticket: %w", t, ErrPayloadCorrupt)
-	}
-	u, err := s.bucket.SignedURL(ctx, t.Key, &blob.SignedURLOptions{Method: http.MethodGet, Expiry: ttl})
-	if gcerrors.Code(err) == gcerrors.Unimplemented {
-		return "", fmt.Errorf("claimcheck: presign %s: the store cannot presign URLs: %w", t, ErrNoPresignedURL)
-	}
+	head, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(h.name), Key: aws.String(key)})
 	if err != nil {
-		return "", storeError("claimcheck: presign "+t.String(), err, false)
+		if isS3NotFound(err) {
+			return true, nil
+		}
+		return false, err
 	}
-	return u, nil
+	if aws.ToInt64(head.ContentLength) > s3MaxCopySize {
+		return false, nil
+	}
+	in := &s3.CopyObjectInput{
+		Bucket:            aws.String(h.name),
+		Key:               aws.String(key),
+		CopySource:        aws.String(h.name + "/" + key),
+		MetadataDirective: types.MetadataDirectiveReplace,
+		Metadata:          head.Metadata,
+		ContentType:       head.ContentType,
+		// Only the object this HEAD saw: if it was replaced or removed
+		// since, the copy fails instead of copying something else.
+		CopySourceIfMatch: head.ETag,
+	}
+	if head.ServerSideEncryption != "" && head.ServerSideEncryption != types.ServerSideEncryptionAes256 {
+		in.ServerSideEncryption, in.SSEKMSKeyId = head.ServerSideEncryption, head.SSEKMSKeyId
+	} else if head.ServerSideEncryption != "" {
+		in.ServerSideEncryption = head.ServerSideEncryption
+	}
+	if _, err := client.CopyObject(ctx, in); err != nil {
+		if isS3NotFound(err) || isS3Code(err, "PreconditionFailed") {
+			return true, nil
+		}
+		return false, fmt.Errorf("copy onto itself: %w", err)
+	}
+	return false, nil
+}
+
+func isS3NotFound(err error) bool {
+	var nf *types.NotFound
+	var nk *types.NoSuchKey
+	if errors.As(err, &nf) || errors.As(err, &nk) {
+		return true
+	}
+	var re *smithyhttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound
+}
+
+func isS3Code(err error, code string) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == code
+}
+
+// Clock implements claimcheck.StoreHooks: the Date header of a HeadBucket
+// response (one-second resolution), the server's clock that also stamps
+// LastModified and multipart uploads.
+func (h *hooks) Clock(ctx context.Context) (time.Time, bool, error) {
+	client := h.client()
+	if client == nil {
+		return time.Time{}, false, nil
+	}
+	out, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(h.name)})
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	raw, _ := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response)
+	if raw == nil {
+		return time.Time{}, false, nil
+	}
+	date, err := http.ParseTime(raw.Header.Get("Date"))
+	if err != nil {
+		return time.Time{}, false, nil
+	}
+	return date, true, nil
+}
+
+// IncompleteUploads implements claimcheck.StoreHooks, a page at a time
+// (constant memory).
+func (h *hooks) IncompleteUploads(ctx context.Context, prefix string, fn func(claimcheck.IncompleteUpload) error) error {
+	client := h.client()
+	if client == nil {
+		return nil
+	}
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(h.name), Prefix: aws.String(prefix)}
+	for {
+		out, err := client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return err
+		}
+		for _, u := range out.Uploads {
+			up := claimcheck.IncompleteUpload{Key: aws.ToString(u.Key), ID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)}
+			up.Size = h.uploadedBytes(ctx, client, up)
+			if err := fn(up); err != nil {
+				return err
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return nil
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
+
+// uploadedBytes sums the sizes of an upload's parts (first 1,000 parts
+// only: the figure is for the report).
+func (h *hooks) uploadedBytes(ctx context.Context, client *s3.Client, u claimcheck.IncompleteUpload) int64 {
+	out, err := client.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(h.name), Key: aws.String(u.Key), UploadId: aws.String(u.ID)})
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, p := range out.Parts {
+		n += aws.ToInt64(p.Size)
+	}
+	return n
+}
+
+// AbortUpload implements claimcheck.StoreHooks.
+func (h *hooks) AbortUpload(ctx context.Context, u claimcheck.IncompleteUpload) error {
+	client := h.client()
+	if client == nil {
+		return nil
+	}
+	_, err := client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(h.name), Key: aws.String(u.Key), UploadId: aws.String(u.ID)})
+	if err != nil && !isS3Code(err, "NoSuchUpload") && !isS3NotFound(err) {
+		return err
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package claimcheck
+package s3store
 
 // Server-side encryption on a real S3 server (SeaweedFS: see
 // scripts/seaweedfs.sh), skipped when CLAIMCHECK_TEST_S3_URL is unset:
@@ -31,6 +31,8 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"gocloud.dev/blob"
+
+	"github.com/claimcheck/claimcheck"
 )
 
 const (
@@ -68,12 +70,12 @@ func withParams(t *testing.T, raw string, kv ...string) *url.URL {
 	return u
 }
 
-// sseBundle is a store opened like OpenStore opens it (openS3BucketWith),
+// sseBundle is a store opened like claimcheck.OpenStore opens it (openS3BucketWith),
 // with probes on its client, and a plain client of the same bucket for
 // looking at what was stored.
 type sseBundle struct {
 	ctx    context.Context
-	store  *Store
+	store  *claimcheck.Store
 	client *s3.Client
 	bucket string
 	tenant string
@@ -86,7 +88,7 @@ func setupSSE(t *testing.T, u *url.URL, apiOptions ...func(*middleware.Stack) er
 		t.Fatalf("open %s with ssetype=%q: %v", u.Host, u.Query().Get("ssetype"), err)
 	}
 	t.Cleanup(func() { b.Close() })
-	s, err := NewStore(b, &Options{SpoolDir: t.TempDir()})
+	s, err := claimcheck.NewStore(b, &claimcheck.Options{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func (b *sseBundle) head(t *testing.T, key string) *s3.HeadObjectOutput {
 // bundle's tenant.
 func (b *sseBundle) leftovers(t *testing.T) (objects, uploads int) {
 	t.Helper()
-	prefix := PrefixPayloads + b.tenant + "/"
+	prefix := claimcheck.PrefixPayloads + b.tenant + "/"
 	it := b.store.Bucket().List(&blob.ListOptions{Prefix: prefix})
 	for {
 		_, err := it.Next(b.ctx)
@@ -146,7 +148,7 @@ func (b *sseBundle) leftovers(t *testing.T) (objects, uploads int) {
 	return objects, len(out.Uploads)
 }
 
-func (b *sseBundle) claim(t *testing.T, tk *Ticket) []byte {
+func (b *sseBundle) claim(t *testing.T, tk *claimcheck.Ticket) []byte {
 	t.Helper()
 	p, err := b.store.Claim(tk)
 	if err != nil {
@@ -267,8 +269,8 @@ func TestS3SSENotAppliedFails(t *testing.T) {
 		if se.got != "" || se.want != "AES256" {
 			t.Errorf("sseError want %q got %q, want AES256 and none", se.want, se.got)
 		}
-		if IsPermanent(err) || !(errors.Is(err, ErrConfig) || errors.Is(err, ErrUnavailable)) {
-			t.Errorf("%d bytes: %v (reason %s), want a transient or configuration error", n, err, Reason(err))
+		if claimcheck.IsPermanent(err) || !(errors.Is(err, claimcheck.ErrConfig) || errors.Is(err, claimcheck.ErrUnavailable)) {
+			t.Errorf("%d bytes: %v (reason %s), want a transient or configuration error", n, err, claimcheck.Reason(err))
 		}
 		if strings.Contains(err.Error(), b.tenant+"/") {
 			t.Errorf("the error names the object key: %v", err)
@@ -303,7 +305,7 @@ func TestS3SSEKMSNeverStoredWithout(t *testing.T) {
 		tk, err := b.store.CheckIn(b.ctx, b.tenant, bytes.NewReader(ssePayload(byte(n), n)), nil)
 		if err != nil {
 			t.Logf("%d bytes: SSE-KMS not available, check-in failed: %v", n, err)
-			if IsPermanent(err) {
+			if claimcheck.IsPermanent(err) {
 				t.Errorf("%v is permanent, want transient", err)
 			}
 			continue
@@ -388,13 +390,13 @@ func TestS3SSEExistingObjectWithout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = enc.store.checkSSE(attrs)
+	err = enc.store.Hooks().CheckExisting(attrs)
 	var se *sseError
 	if !errors.As(err, &se) || !se.existing {
 		t.Fatalf("checkSSE of an unencrypted object on a store requiring AES256: %v, want an *sseError", err)
 	}
 	t.Logf("%v", err)
-	if err := plain.store.checkSSE(attrs); err != nil {
+	if err := plain.store.Hooks().CheckExisting(attrs); err != nil {
 		t.Fatalf("checkSSE on a store requiring nothing: %v", err)
 	}
 	// A check-in of the same bytes must not take that object for its own:
@@ -417,7 +419,7 @@ func TestS3SSEExistingObjectWithout(t *testing.T) {
 	if attrs, err = enc.store.Bucket().Attributes(enc.ctx, tk.Key); err != nil {
 		t.Fatal(err)
 	}
-	if err := enc.store.checkSSE(attrs); err != nil {
+	if err := enc.store.Hooks().CheckExisting(attrs); err != nil {
 		t.Fatalf("checkSSE after re-encrypting in place: %v", err)
 	}
 	if got := enc.claim(t, tk); !bytes.Equal(got, data) {
@@ -434,14 +436,14 @@ func TestS3SSEURLParameters(t *testing.T) {
 	t.Parallel()
 	const base = "s3://claimcheck-test?region=us-east-1&endpoint=http://127.0.0.1:1&use_path_style=true"
 	for _, q := range []string{"&ssetype=bogus", "&kmskeyid=abc", "&ssetype=AES256&kmskeyid=abc"} {
-		s, err := OpenStore(t.Context(), base+q, &Options{SpoolDir: t.TempDir()})
+		s, err := claimcheck.OpenStore(t.Context(), base+q, &claimcheck.Options{SpoolDir: t.TempDir()})
 		if err == nil {
 			s.Close()
-			t.Errorf("OpenStore(...%s) accepted", q)
+			t.Errorf("claimcheck.OpenStore(...%s) accepted", q)
 			continue
 		}
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("OpenStore(...%s): %v, want ErrConfig", q, err)
+		if !errors.Is(err, claimcheck.ErrConfig) {
+			t.Errorf("claimcheck.OpenStore(...%s): %v, want claimcheck.ErrConfig", q, err)
 		}
 	}
 	for _, c := range []struct {

@@ -1,8 +1,10 @@
-package claimcheck
+package s3store
 
 import (
 	"net/url"
 	"testing"
+
+	"github.com/claimcheck/claimcheck"
 )
 
 func TestS3UploadFromURL(t *testing.T) {
@@ -15,14 +17,14 @@ func TestS3UploadFromURL(t *testing.T) {
 	if q := u.Query(); q.Has("part_size") || q.Has("upload_concurrency") || q.Get("use_path_style") != "true" {
 		t.Errorf("claimcheck's parameters not taken out, or s3blob's lost: %s", u.RawQuery)
 	}
-	s := &Store{s3up: up}
-	if got := s.S3PartSize(1 << 30); got != 8<<20 {
+	h := &hooks{up: up}
+	if got := h.partSize(1 << 30); got != 8<<20 {
 		t.Errorf("part size for 1 GiB with part_size=8MiB: %d", got)
 	}
-	if got := s.S3PartSize(100 << 30); got <= 8<<20 {
+	if got := h.partSize(100 << 30); got <= 8<<20 {
 		t.Errorf("part size for 100 GiB: %d, want more than 8 MiB (10,000-part limit)", got)
 	}
-	if got := (&Store{}).S3UploadConcurrency(); got != 1 {
+	if got := (&hooks{}).concurrency(); got != 1 {
 		t.Errorf("default concurrency %d", got)
 	}
 	for _, bad := range []string{"part_size=1MiB", "part_size=6GiB", "part_size=x", "upload_concurrency=0", "upload_concurrency=17", "upload_concurrency=two"} {
@@ -30,8 +32,8 @@ func TestS3UploadFromURL(t *testing.T) {
 		if _, err := s3UploadFromURL(u); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
-		if _, err := OpenStore(t.Context(), u.String(), nil); err == nil {
-			t.Errorf("OpenStore with %s succeeded", bad)
+		if _, err := claimcheck.OpenStore(t.Context(), u.String(), nil); err == nil {
+			t.Errorf("claimcheck.OpenStore with %s succeeded", bad)
 		}
 	}
 	f, _ := url.Parse("file:///tmp/x?part_size=1")
