@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -22,6 +23,24 @@ func Require(t testing.TB, env, how string) string {
 	msg := env + " is not set, so the service this test needs is not known: " + how
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg + " (CI is set: CI must run every suite, so this is a failure, not a skip)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// BigPDF returns the path of dir/big.pdf, the large corpus document the
+// module does not ship, skipping t when it has not been made yet (or
+// failing it under CI, whose .ci/run makes it first). Tests do not make it
+// themselves: merging 43 MiB under the race detector takes minutes.
+func BigPDF(t testing.TB, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "big.pdf")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	msg := path + " is not there (the module does not ship it): make it with `go run ./internal/tools/mkbigpdf` from the module root"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " (CI is set: .ci/run makes it before the tests, so this is a failure, not a skip)")
 	}
 	t.Skip(msg)
 	return ""

@@ -5,7 +5,7 @@
 //
 //	go run ./internal/tools/mkbigpdf
 //
-// The tests that need it make it the same way on first use.
+// The tests that need it skip until it is made (.ci/run makes it first).
 package main
 
 import (
