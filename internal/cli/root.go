@@ -243,7 +243,7 @@ in the data directory.`,
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	root.AddCommand(
 		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g),
-		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g),
+		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g),
 	)
 	return root
 }
@@ -301,7 +301,8 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 	if threshold == 0 {
 		threshold = -1 // --inline-threshold 0: nothing travels inline
 	}
-	keeper, err := openKeeper(ctx, g.keeper, data)
+	spool := (&env{data: data}).spoolDir()
+	keeper, keyID, err := openKeeper(ctx, g.keeper, data, func() error { return deploymentHolds(ctx, storeURL, database, spool) })
 	if err != nil {
 		return nil, err
 	}
@@ -309,11 +310,12 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		Secret:          secret,
 		SignTickets:     secret != nil,
 		Keeper:          keeper,
+		KeeperID:        keyID,
 		Tenants:         g.tenants,
 		InlineThreshold: threshold,
 		AlwaysOffload:   g.alwaysOffload,
 		MaxPayloadSize:  g.maxPayloadSize,
-		SpoolDir:        (&env{data: data}).spoolDir(),
+		SpoolDir:        spool,
 	})
 	if err != nil {
 		if keeper != nil {

@@ -22,7 +22,7 @@ const urlKeyFile = "url.key"
 const defaultServeAddr = "127.0.0.1:8080"
 
 func (e *env) signer(baseURL string) (*resulturl.Signer, error) {
-	key, err := localKey(e.data, urlKeyFile)
+	key, err := localKey(e.data, urlKeyFile, nil)
 	if err != nil {
 		return nil, err
 	}
