@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimcheck/claimcheck/internal/outageproxy"
 	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
@@ -36,18 +35,9 @@ func TestWorkSurvivesS3Outage(t *testing.T) {
 		}
 		outage = d
 	}
-	u, err := url.Parse(s3URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, err := url.Parse(u.Query().Get("endpoint"))
-	if err != nil || ep.Host == "" {
-		t.Fatalf("CLAIMCHECK_TEST_S3_URL %s has no endpoint=http://host:port", s3URL)
-	}
-	proxy := outageproxy.New(t, ep.Host)
-	store := withEndpoint(t, s3URL, proxy.Addr(), url.Values{"connect_timeout": {"2s"}, "stall_timeout": {"5s"}})
-	b := setup(t)
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	store, proxy := proxiedStore(t, ownNamespace(t, s3URL, "outage"+suffix), url.Values{"connect_timeout": {"2s"}, "stall_timeout": {"5s"}})
+	b := setup(t)
 	kind, tenant := "outage"+suffix, "infra"+suffix
 	const jobs = 6 // 2 in flight (--concurrency 2), 4 waiting
 	for i := 0; i < jobs; i++ {
