@@ -49,7 +49,43 @@ const (
 	// by the relay from the outbox entry; Consume applies it instead of
 	// ConsumeOptions.MaxAttempts.
 	AttrMaxAttempts = "claimcheck-max-attempts"
+	// AttrPriority is the job's priority (decimal, 2 to 4; absent means 1,
+	// the highest), set by the relay from the outbox entry. A transport
+	// that implements Prioritizer with Priorities true delivers higher
+	// priorities first; the others carry it as a plain attribute.
+	AttrPriority = "claimcheck-priority"
 )
+
+// Prioritizer is implemented by transports that can deliver messages by
+// priority (RabbitMQ's priority queues).
+type Prioritizer interface {
+	// Priorities reports whether this transport's queue delivers waiting
+	// messages with a higher AttrPriority (a lower number) first.
+	Priorities() bool
+}
+
+// SupportsPriority reports whether tr delivers waiting messages by
+// AttrPriority (it implements Prioritizer and says so).
+func SupportsPriority(tr Transport) bool {
+	p, ok := tr.(Prioritizer)
+	return ok && p.Priorities()
+}
+
+// CheckPriority returns an error wrapping claimcheck.ErrConfig if a job
+// priority was asked for (priority != 0) and tr does not deliver by
+// priority: SQS and JetStream have no per-message priority, and a
+// RabbitMQ queue has one only when declared with max_priority. Producers
+// call it before storing anything, so a priority is never silently
+// ignored.
+func CheckPriority(tr Transport, priority int) error {
+	if priority == 0 {
+		return nil
+	}
+	if SupportsPriority(tr) {
+		return nil
+	}
+	return fmt.Errorf("broker: this transport has no message priorities (SQS and NATS JetStream have none; a RabbitMQ queue has them only with max_priority=4 in its URL): submit without a priority, or use the job database's queue, or a RabbitMQ priority queue: %w", claimcheck.ErrConfig)
+}
 
 // Message is what a transport carries: a body and string attributes (SQS
 // message attributes, AMQP headers, NATS headers).

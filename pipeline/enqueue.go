@@ -63,6 +63,15 @@ type EnqueueOptions struct {
 	IdempotencyKey string
 	// MaxAttempts overrides Config.MaxAttempts for this job.
 	MaxAttempts int
+	// Priority is River's job priority, from HighestPriority (1) to
+	// LowestPriority (4); 0 means DefaultPriority (1, River's default, so
+	// a job without one is worked as early as any). Of the available jobs
+	// of a kind, workers take the highest priority first, oldest first
+	// within one. An outbox entry keeps its priority: its relay publishes
+	// it with broker.AttrPriority, which a broker with priorities honours
+	// (RabbitMQ with max_priority) and the others carry unused; check the
+	// destination's transport with broker.CheckPriority before enqueueing.
+	Priority int
 	// CheckIn is passed to the store's CheckIn (content type, named key).
 	CheckIn claimcheck.CheckInOptions
 	// Destinations, if set, sends the ticket to broker destinations through
@@ -192,7 +201,7 @@ func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 // insert writes one job (dest empty) or outbox entry, and its registry row.
 func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
 	args := jobArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: enc, Destination: dest}
-	insert := &river.InsertOpts{Queue: kind, MaxAttempts: opts.MaxAttempts}
+	insert := &river.InsertOpts{Queue: kind, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
 	if dest != "" {
 		insert.Queue = outboxQueue(dest)
 	}
@@ -236,6 +245,9 @@ func validateEnqueue(kind string, opts *EnqueueOptions) error {
 	if opts.MaxAttempts < 0 {
 		return fmt.Errorf("pipeline: negative max attempts: %w", claimcheck.ErrTicketInvalid)
 	}
+	if err := ValidatePriority(opts.Priority); err != nil {
+		return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrTicketInvalid)
+	}
 	if len(opts.Destinations) > MaxDestinations {
 		return fmt.Errorf("pipeline: %d destinations, at most %d allowed: %w", len(opts.Destinations), MaxDestinations, claimcheck.ErrTicketInvalid)
 	}
@@ -248,6 +260,24 @@ func validateEnqueue(kind string, opts *EnqueueOptions) error {
 			return fmt.Errorf("pipeline: destination %q given twice: %w", d, claimcheck.ErrTicketInvalid)
 		}
 		seen[d] = true
+	}
+	return nil
+}
+
+// Job priorities, River's: 1 is worked first, 4 last.
+const (
+	HighestPriority = 1
+	LowestPriority  = 4
+	// DefaultPriority is a job's priority when EnqueueOptions.Priority is
+	// 0: River's default, the highest.
+	DefaultPriority = HighestPriority
+)
+
+// ValidatePriority checks a job priority: 0 (the default) or
+// HighestPriority (1) to LowestPriority (4).
+func ValidatePriority(priority int) error {
+	if priority < 0 || priority > LowestPriority {
+		return fmt.Errorf("priority %d is invalid: use %d (highest, the default) to %d (lowest)", priority, HighestPriority, LowestPriority)
 	}
 	return nil
 }

@@ -22,13 +22,15 @@ const StateDead = "dead"
 
 // JobInfo is a job as listings show it. It never holds payload bytes.
 type JobInfo struct {
-	ID          int64     `json:"id"`
-	Kind        string    `json:"kind"`
-	Tenant      string    `json:"tenant"`
-	State       string    `json:"state"`
-	Dead        bool      `json:"dead"`
-	Attempts    int       `json:"attempts"`
-	MaxAttempts int       `json:"max_attempts"`
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	Tenant      string `json:"tenant"`
+	State       string `json:"state"`
+	Dead        bool   `json:"dead"`
+	Attempts    int    `json:"attempts"`
+	MaxAttempts int    `json:"max_attempts"`
+	// Priority is the job's priority, 1 (highest) to 4 (lowest).
+	Priority    int       `json:"priority"`
 	TicketBytes int       `json:"ticket_bytes"`
 	ArgsBytes   int       `json:"args_bytes"`
 	Inline      bool      `json:"inline"`
@@ -63,7 +65,7 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 	j := &JobInfo{
 		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State), Destination: args.Destination,
 		Dead:     row.State == rivertype.JobStateCancelled || row.State == rivertype.JobStateDiscarded,
-		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, TicketBytes: len(args.Ticket),
+		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, Priority: row.Priority, TicketBytes: len(args.Ticket),
 		ArgsBytes: len(compactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt, FinalizedAt: row.FinalizedAt,
 	}
 	if t, err := claimcheck.ParseTicket(args.Ticket); err == nil {

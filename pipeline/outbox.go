@@ -167,6 +167,9 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	m.Attributes[broker.AttrID] = PublishID(key, job.Attempt)
 	m.Attributes[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
 	m.Attributes[broker.AttrMaxAttempts] = strconv.Itoa(job.MaxAttempts)
+	if job.Priority > DefaultPriority {
+		m.Attributes[broker.AttrPriority] = strconv.Itoa(job.Priority)
+	}
 	err = w.p.registerFanOut(ctx, job.ID, t, w.opts.Transport)
 	if err == nil {
 		err = w.opts.Transport.Publish(ctx, []broker.Message{m})

@@ -44,7 +44,8 @@ const (
 // dead-lettering on attempt 1 for permanent failures (missing, corrupt or
 // truncated payload, a handler's permanent error); retries with backoff for
 // transient failures up to the maximum attempts; dead-letter replay;
-// listing; signed tickets; and the claims registry's rows.
+// listing; signed tickets; the claims registry's rows; and priorities (a
+// priority-1 job enqueued after 50 priority-4 jobs is worked first).
 func RunConformance(t *testing.T, newConfig func(t *testing.T) pipeline.Config) {
 	t.Helper()
 	s := &suite{newConfig: newConfig}
@@ -57,6 +58,7 @@ func RunConformance(t *testing.T, newConfig func(t *testing.T) pipeline.Config) 
 	t.Run("List", s.testList)
 	t.Run("ListLargeBacklog", s.testListLargeBacklog)
 	t.Run("Registry", s.testRegistry)
+	t.Run("Priority", s.testPriority)
 }
 
 type suite struct {
@@ -1219,4 +1221,57 @@ func (s *suite) testRegistry(t *testing.T) {
 	if n := b.count(t, `SELECT count(*) FROM claimcheck_claim WHERE created_at < $1`, res.Ticket.Created.Add(-time.Minute).UTC()); n != 0 {
 		t.Fatalf("%d rows created before a minute before check-in, want 0", n)
 	}
+}
+
+// PriorityBacklog is how many priority-4 jobs testPriority enqueues before
+// its priority-1 job.
+const PriorityBacklog = 50
+
+func (s *suite) testPriority(t *testing.T) {
+	t.Parallel()
+	b := s.setup(t, nil)
+	if _, err := b.p.Enqueue(b.ctx, "labels", "acme", strings.NewReader("x"), &pipeline.EnqueueOptions{Priority: 5}); !errors.Is(err, claimcheck.ErrTicketInvalid) {
+		t.Fatalf("Enqueue with priority 5: %v, want ErrTicketInvalid", err)
+	}
+	var low []int64
+	for i := range PriorityBacklog {
+		res := b.enqueue(t, "labels", "acme", []byte(fmt.Sprintf("routine %d", i)), &pipeline.EnqueueOptions{Priority: pipeline.LowestPriority})
+		low = append(low, res.JobID)
+	}
+	urgent := b.enqueue(t, "labels", "acme", []byte("urgent"), &pipeline.EnqueueOptions{Priority: pipeline.HighestPriority})
+	plain := b.enqueue(t, "labels", "acme", []byte("no priority given"), nil)
+	if j := b.get(t, low[0]); j.Priority != 4 {
+		t.Fatalf("a priority-4 job lists priority %d", j.Priority)
+	}
+	if j := b.get(t, plain.JobID); j.Priority != pipeline.DefaultPriority {
+		t.Fatalf("a job without a priority lists priority %d, want %d", j.Priority, pipeline.DefaultPriority)
+	}
+	var mu sync.Mutex
+	var order []int64
+	h := claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) { return nil, nil })
+	// One at a time, so the order is the fetch order; 52 jobs one by one
+	// take about 30 s on SQLite under -race on a loaded 2-core machine.
+	ctx, cancel := context.WithTimeout(b.ctx, 4*WorkTimeout)
+	defer cancel()
+	start := time.Now()
+	err := b.p.Work(ctx, pipeline.WorkOptions{Handlers: map[string]claimcheck.Handler{"labels": h}, Concurrency: 1, UntilEmpty: true,
+		OnDone: func(o pipeline.Outcome) {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, o.JobID)
+		}})
+	if err != nil {
+		t.Fatalf("Work: %v", err)
+	}
+	if len(order) != PriorityBacklog+2 {
+		t.Fatalf("%d jobs worked, want %d", len(order), PriorityBacklog+2)
+	}
+	// Both priority-1 jobs first, oldest first; then the backlog in order.
+	if order[0] != urgent.JobID || order[1] != plain.JobID {
+		t.Fatalf("worked first jobs %v, want the priority-1 jobs %d and %d before the %d priority-4 ones", order[:2], urgent.JobID, plain.JobID, PriorityBacklog)
+	}
+	if !slices.Equal(order[2:], low) {
+		t.Fatalf("priority-4 jobs worked in order %v, want %v", order[2:], low)
+	}
+	t.Logf("priority-1 job %d enqueued after %d priority-4 jobs was worked first (%d jobs in %v)", urgent.JobID, PriorityBacklog, len(order), time.Since(start).Round(time.Millisecond))
 }

@@ -5,7 +5,11 @@
 //
 //   - Q: a durable quorum queue (x-queue-type=quorum) whose dead-letter
 //     exchange is Q.dlx, so messages the broker itself gives up on (a
-//     reject without requeue, a quorum delivery limit) are kept too.
+//     reject without requeue, a quorum delivery limit) are kept too. With
+//     Options.MaxPriority (URL max_priority=4), Q is instead a durable
+//     classic priority queue (x-queue-type=classic, x-max-priority), with
+//     the same dead-letter exchange: quorum queues have no priorities
+//     before RabbitMQ 4.0 and refuse x-max-priority.
 //   - Q.dlx: a durable direct exchange, bound to Q.dead with routing key Q.
 //   - Q.dead: the dead-letter queue (durable quorum).
 //   - Q.retry: the delay queue (durable, classic): no consumers; each retried
@@ -46,7 +50,19 @@
 //     it with MaxRetryDelay).
 //   - Attempt = claimcheck-attempt header (1 if absent) + the quorum queue's
 //     x-delivery-count (redeliveries after a consumer died or a channel
-//     closed without settling).
+//     closed without settling). A classic priority queue counts no
+//     deliveries: a redelivery after a consumer died adds 1 (the AMQP
+//     redelivered flag), however many times it happened.
+//   - Priority: a message's broker.AttrPriority p (1 highest … 4; absent
+//     means 1) is published as AMQP priority 5-p, so a priority queue
+//     delivers waiting messages of priority 1 first; Retry and DeadLetter
+//     keep it. Only messages waiting in Q are ordered: up to Prefetch
+//     messages already delivered to a consumer are worked first.
+//     RabbitMQ cannot change the arguments of an existing queue: opening
+//     a queue declared without x-max-priority with max_priority (or the
+//     other way round, or with another number) fails with ErrConfig,
+//     naming the queue, and changes nothing; drain and delete the queue,
+//     or use a new queue name, to change it.
 //   - MaxMessageSize is configured (default 256 KiB, broker.Size rules):
 //     RabbitMQ accepts far larger messages but suffers from them.
 //   - Extend is a no-op: RabbitMQ has no per-message lease; the
@@ -76,8 +92,9 @@
 //
 // Query parameters: queue (Options.Queue, required: there is no default
 // queue, so that two programs never share one by accident),
-// max_message_size (Options.MaxMessageSize, bytes, a positive integer) and
-// prefetch (Options.Prefetch, 1 to 65535). The parameters amqp091-go reads
+// max_message_size (Options.MaxMessageSize, bytes, a positive integer),
+// prefetch (Options.Prefetch, 1 to 65535) and max_priority
+// (Options.MaxPriority, 1 to 255; 4 for claimcheck's priorities). The parameters amqp091-go reads
 // itself (heartbeat, connection_timeout in milliseconds, which sets
 // Options.DialTimeout, channel_max, auth_mechanism, certfile, keyfile,
 // cacertfile, server_name_indication) are passed on with the rest of the
@@ -152,6 +169,11 @@ type Options struct {
 	// fan-out is unknown (queues bound by others), and consumers refuse
 	// deletion on acknowledgement. Requires Exchange.
 	FanOut []string
+	// MaxPriority, 1 to 255, declares Q as a classic priority queue with
+	// x-max-priority = MaxPriority (see the package doc); 4 covers
+	// claimcheck's four priorities, and RabbitMQ recommends few levels.
+	// 0 declares the quorum queue, without priorities.
+	MaxPriority int
 }
 
 // Transport is a broker.Transport over one RabbitMQ queue. It reconnects by
@@ -226,6 +248,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Transport, error) 
 	}
 	if opts.Prefetch <= 0 {
 		opts.Prefetch = DefaultPrefetch
+	}
+	if opts.MaxPriority < 0 || opts.MaxPriority > 255 {
+		return nil, fmt.Errorf("rabbitmq: max priority %d: use 1 to 255, or 0 for a queue without priorities: %w", opts.MaxPriority, claimcheck.ErrConfig)
 	}
 	if opts.Prefetch > 65535 {
 		return nil, fmt.Errorf("rabbitmq: prefetch %d is more than AMQP allows (65535): %w", opts.Prefetch, claimcheck.ErrConfig)
@@ -480,7 +505,7 @@ func (t *Transport) declare(conn *amqp.Connection) error {
 		}
 	}
 	for _, q := range queues {
-		if err := declareQueue(ch, q); err != nil {
+		if err := t.declareQueue(ch, q); err != nil {
 			return err
 		}
 	}
@@ -499,7 +524,7 @@ func (t *Transport) declare(conn *amqp.Connection) error {
 }
 
 // declareQueue declares the topology of queue q (see the package doc).
-func declareQueue(ch *amqp.Channel, q string) error {
+func (t *Transport) declareQueue(ch *amqp.Channel, q string) error {
 	_, dlx, dead, retry := names(q)
 	steps := []func() error{
 		func() error { return ch.ExchangeDeclare(dlx, amqp.ExchangeDirect, true, false, false, false, nil) },
@@ -509,12 +534,24 @@ func declareQueue(ch *amqp.Channel, q string) error {
 		},
 		func() error { return ch.QueueBind(dead, q, dlx, false, nil) },
 		func() error {
-			_, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{
+			args := amqp.Table{
 				amqp.QueueTypeArg:           amqp.QueueTypeQuorum,
 				"x-dead-letter-exchange":    dlx,
 				"x-dead-letter-routing-key": q,
-			})
-			return err
+			}
+			if t.opts.MaxPriority > 0 {
+				args[amqp.QueueTypeArg] = amqp.QueueTypeClassic
+				args["x-max-priority"] = int32(t.opts.MaxPriority)
+			}
+			if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
+				var aerr *amqp.Error
+				if errors.As(err, &aerr) && aerr.Code == amqp.PreconditionFailed {
+					return fmt.Errorf("queue %q exists with other arguments than %s, and RabbitMQ cannot change a queue's arguments (nothing was changed): open it as it was declared, or drain and delete it, or use another queue name: %w",
+						q, t.queueShape(), err)
+				}
+				return err
+			}
+			return nil
 		},
 		func() error {
 			_, err := ch.QueueDeclare(retry, true, false, false, false, amqp.Table{
@@ -531,6 +568,28 @@ func declareQueue(ch *amqp.Channel, q string) error {
 		}
 	}
 	return nil
+}
+
+// queueShape describes the main queue this transport declares, for errors.
+func (t *Transport) queueShape() string {
+	if t.opts.MaxPriority > 0 {
+		return fmt.Sprintf("a classic priority queue with x-max-priority=%d (max_priority=%d)", t.opts.MaxPriority, t.opts.MaxPriority)
+	}
+	return "a quorum queue without priorities (no max_priority)"
+}
+
+// Priorities implements broker.Prioritizer: true when Q is a priority
+// queue (Options.MaxPriority).
+func (t *Transport) Priorities() bool { return t.opts.MaxPriority > 0 }
+
+// amqpPriority is the AMQP priority of a message with attributes attrs:
+// 5-p for its broker.AttrPriority p (1 to 4), 4 when it has none.
+func amqpPriority(attrs map[string]string) uint8 {
+	p, err := strconv.Atoi(attrs[broker.AttrPriority])
+	if err != nil || p < 1 || p > 4 {
+		p = 1
+	}
+	return uint8(5 - p)
 }
 
 // MaxMessageSize implements broker.Transport.
@@ -596,7 +655,7 @@ func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 			exchange, key = t.opts.Exchange, ""
 		}
 		out[i] = outMsg{exchange, key, amqp.Publishing{
-			Headers: h, Body: m.Body, DeliveryMode: amqp.Persistent,
+			Headers: h, Body: m.Body, DeliveryMode: amqp.Persistent, Priority: amqpPriority(m.Attributes),
 			MessageId: id, Timestamp: time.Now().UTC(), ContentType: "application/json",
 		}}
 	}
@@ -842,6 +901,8 @@ func (t *Transport) toDelivery(d amqp.Delivery, c *consumer) *broker.Delivery {
 	}
 	if n, ok := toInt(d.Headers["x-delivery-count"]); ok && n > 0 {
 		attempt += n
+	} else if d.Redelivered && t.opts.MaxPriority > 0 {
+		attempt++ // a classic queue counts no deliveries (see the package doc)
 	}
 	id := attrs[broker.AttrID]
 	if id == "" {
@@ -936,7 +997,7 @@ func copyOf(ad amqp.Delivery, extra amqp.Table) amqp.Publishing {
 	}
 	return amqp.Publishing{
 		Headers: h, Body: ad.Body, DeliveryMode: amqp.Persistent, MessageId: ad.MessageId,
-		Timestamp: ad.Timestamp, ContentType: ad.ContentType,
+		Timestamp: ad.Timestamp, ContentType: ad.ContentType, Priority: ad.Priority,
 	}
 }
 

@@ -49,9 +49,9 @@ func openURL(ctx context.Context, u *url.URL) (broker.Transport, error) {
 			continue
 		}
 		switch name {
-		case "queue", "max_message_size", "prefetch":
+		case "queue", "max_message_size", "prefetch", "max_priority":
 		default:
-			return nil, bad("unknown query parameter %q (known: queue, max_message_size, prefetch, and amqp091-go's %s)", name, strings.Join(sortedKeys(amqpParams), ", "))
+			return nil, bad("unknown query parameter %q (known: queue, max_message_size, prefetch, max_priority, and amqp091-go's %s)", name, strings.Join(sortedKeys(amqpParams), ", "))
 		}
 		if len(vals) != 1 {
 			return nil, bad("parameter %q given %d times", name, len(vals))
@@ -75,6 +75,12 @@ func openURL(ctx context.Context, u *url.URL) (broker.Transport, error) {
 				return nil, bad("parameter prefetch=%q is not a number from 1 to 65535", v)
 			}
 			opts.Prefetch = n
+		case "max_priority":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > 255 {
+				return nil, bad("parameter max_priority=%q is not a number from 1 to 255 (4 covers claimcheck's priorities)", v)
+			}
+			opts.MaxPriority = n
 		}
 	}
 	if opts.Queue == "" {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,13 +30,15 @@ type submitted struct {
 	TicketBytes int    `json:"ticket_bytes"`
 	Size        int64  `json:"size"`
 	SHA256      string `json:"sha256_prefix"`
+	Priority    int    `json:"priority"`
 }
 
 func newSubmit(g *globals) *cobra.Command {
 	var kind, tenant, idem, contentType, name, version string
 	var allowEmpty bool
+	var priority int
 	c := &cobra.Command{
-		Use:   "submit --kind K --tenant T [--idempotency-key X] FILE|-",
+		Use:   "submit --kind K --tenant T [--idempotency-key X] [--priority N] FILE|-",
 		Short: "Check a payload in and enqueue one job carrying its ticket",
 		Long: `Check a payload in (a file, or standard input with "-") and enqueue one job of
 kind K for tenant T. The payload is stored before the job exists. With an
@@ -46,7 +49,13 @@ nothing stored), the job goes into the outbox of --destination in the same
 transaction as its registry row, and submit then relays the outbox to the
 broker for up to 15 seconds; what the broker does not confirm by then, or
 everything if it is unreachable, stays in the outbox for relay, work or run
---broker to send.`,
+--broker to send.
+
+--priority 1 (highest, the default) to 4 (lowest): of the waiting jobs of a
+kind, workers take the highest priority first. With --broker it needs a
+broker queue with priorities (RabbitMQ with max_priority=4 in the URL); SQS
+and NATS JetStream have no message priorities, so --priority is refused there
+(and while the broker is unreachable) with nothing stored.`,
 		Args: exactArgs(1, "FILE or -"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if kind == "" || tenant == "" {
@@ -57,6 +66,13 @@ everything if it is unreachable, stays in the outbox for relay, work or run
 			}
 			if err := claimcheck.ValidateTenant(tenant); err != nil {
 				return usagef("--tenant: %v", err)
+			}
+			if !cmd.Flags().Changed("priority") {
+				priority = 0
+			} else if priority == 0 {
+				return usagef("--priority 0: use %d (highest) to %d (lowest)", pipeline.HighestPriority, pipeline.LowestPriority)
+			} else if err := pipeline.ValidatePriority(priority); err != nil {
+				return usagef("--priority: %v", err)
 			}
 			in, ct, closeIn, err := openInput(cmd, args[0])
 			if err != nil {
@@ -92,11 +108,15 @@ everything if it is unreachable, stays in the outbox for relay, work or run
 				} else {
 					defer tr.Close()
 				}
+				if err := submitPriority(tr, unreachable, priority); err != nil {
+					return err
+				}
 			}
 			res, err := e.pipe.Enqueue(cmd.Context(), kind, tenant, in, &pipeline.EnqueueOptions{
 				IdempotencyKey: idem,
 				CheckIn:        claimcheck.CheckInOptions{ContentType: contentType, Name: name, Version: version},
 				Destinations:   dests,
+				Priority:       priority,
 			})
 			if err != nil {
 				return err
@@ -105,7 +125,7 @@ everything if it is unreachable, stays in the outbox for relay, work or run
 				defer relayNow(cmd, g, e, tr, unreachable)
 			}
 			out := submitted{ID: res.JobID, Duplicate: res.Duplicate, Kind: kind, Tenant: tenant, Inline: res.Ticket.IsInline(),
-				TicketBytes: res.TicketBytes, Size: res.Ticket.Size, SHA256: res.Ticket.DigestPrefix()}
+				TicketBytes: res.TicketBytes, Size: res.Ticket.Size, SHA256: res.Ticket.DigestPrefix(), Priority: cmp.Or(priority, pipeline.DefaultPriority)}
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), out)
 			}
@@ -113,8 +133,8 @@ everything if it is unreachable, stays in the outbox for relay, work or run
 			if out.Duplicate {
 				verb = "already enqueued (idempotency key matched)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %d %s: kind=%s tenant=%s size=%d sha256=%s… %s ticket=%d bytes\n",
-				out.ID, verb, kind, tenant, out.Size, out.SHA256, placement(out.Inline), out.TicketBytes)
+			fmt.Fprintf(cmd.OutOrStdout(), "job %d %s: kind=%s tenant=%s priority=%d size=%d sha256=%s… %s ticket=%d bytes\n",
+				out.ID, verb, kind, tenant, out.Priority, out.Size, out.SHA256, placement(out.Inline), out.TicketBytes)
 			return nil
 		},
 	}
@@ -125,7 +145,24 @@ everything if it is unreachable, stays in the outbox for relay, work or run
 	c.Flags().StringVar(&name, "name", "", "store under this stable business key instead of the content address")
 	c.Flags().StringVar(&version, "version", "", "version of a named payload that legitimately changes")
 	c.Flags().BoolVar(&allowEmpty, "allow-empty", false, "accept an empty (0-byte) payload")
+	c.Flags().IntVar(&priority, "priority", pipeline.DefaultPriority, "job priority, 1 (highest) to 4 (lowest); with --broker only on a queue with priorities (RabbitMQ max_priority=4)")
 	return c
+}
+
+// submitPriority refuses a priority (non-zero) on a broker that would not
+// honour it, before anything is stored: tr without priorities, or no tr
+// because the broker is unreachable and its queue cannot be checked.
+func submitPriority(tr broker.Transport, unreachable error, priority int) error {
+	if priority == 0 {
+		return nil
+	}
+	if tr == nil {
+		return fmt.Errorf("--priority: cannot check that the broker's queue has priorities while it is unreachable (%w); nothing was stored: submit again once it is reachable, or without --priority", unreachable)
+	}
+	if err := broker.CheckPriority(tr, priority); err != nil {
+		return usagef("--priority %d with --broker: %v; nothing was stored", priority, err)
+	}
+	return nil
 }
 
 // errEmptyPayload refuses a 0-byte payload unless --allow-empty: an empty
@@ -232,7 +269,7 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 	// Dead letters show their last error too (with an --exec command's
 	// stderr): whoever triages them sees why.
 	dead := opts.State == pipeline.StateDead
-	header := "ID\tKIND\tTENANT\tSTATE\tVIA\tATTEMPTS\tAGE\tSIZE\tPLACEMENT\tTICKET\tREASON"
+	header := "ID\tKIND\tTENANT\tSTATE\tVIA\tPRIORITY\tATTEMPTS\tAGE\tSIZE\tPLACEMENT\tTICKET\tREASON"
 	if dead {
 		header += "\tERROR"
 	}
@@ -247,7 +284,7 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 		if j.Destination != "" {
 			via = "broker:" + j.Destination
 		}
-		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\t%d B\t%s", j.ID, j.Kind, j.Tenant, j.State, via, j.Attempts, j.MaxAttempts, age(now.Sub(since)), j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
+		_, err := fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%d B\t%s", j.ID, j.Kind, j.Tenant, j.State, via, j.Priority, j.Attempts, j.MaxAttempts, age(now.Sub(since)), j.Size, placement(j.Inline), j.TicketBytes, j.Reason)
 		if err == nil && dead {
 			_, err = fmt.Fprintf(tw, "\t%s", strings.TrimPrefix(j.Error, j.Reason+": "))
 		}
