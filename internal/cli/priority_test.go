@@ -32,7 +32,7 @@ func TestBrokerPriority(t *testing.T) {
 		t.Fatalf("submit --json: %v %s", err, r.stdout)
 	}
 	order := filepath.Join(t.TempDir(), "order")
-	b.ok("--broker", u, "work", "--kind", "labels", "--concurrency", "1", "--until-empty", "--idle", "1s", "--exec", "--", "sh", "-c", "cat >> "+order)
+	b.ok("--broker", u, "work", "--kind", "labels", "--concurrency", "1", "--until-empty", "--idle", "10s", "--exec", "--", "sh", "-c", "cat >> "+order)
 	data, err := os.ReadFile(order)
 	if err != nil {
 		t.Fatal(err)
