@@ -19,12 +19,16 @@ func amqpURL(t *testing.T) string {
 	return brokertest.ServerURL(t, "CLAIMCHECK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 }
 
-func newTransport(t *testing.T) broker.Transport {
+func newTransport(t *testing.T) broker.Transport { return openFresh(t, "cctest", 0) }
+
+// openFresh opens a queue named after the test and deletes its topology
+// when the test ends; maxPriority > 0 makes it a priority queue.
+func openFresh(t *testing.T, prefix string, maxPriority int) *rabbitmq.Transport {
 	u := amqpURL(t)
-	name := fmt.Sprintf("cctest.%s.%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano())
+	name := fmt.Sprintf("%s.%s.%d", prefix, strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	tr, err := rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: name, MaxMessageSize: 64 << 10})
+	tr, err := rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: name, MaxMessageSize: 64 << 10, MaxPriority: maxPriority})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -98,23 +102,7 @@ func TestRedeliveryCountsAttempt(t *testing.T) {
 	}
 }
 
-func newPriorityTransport(t *testing.T) broker.Transport {
-	u := amqpURL(t)
-	name := fmt.Sprintf("cctest.prio.%s.%d", strings.ReplaceAll(t.Name(), "/", "."), time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	tr, err := rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: name, MaxMessageSize: 64 << 10, MaxPriority: 4})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := tr.DeleteTopology(); err != nil {
-			t.Errorf("delete topology: %v", err)
-		}
-		tr.Close()
-	})
-	return tr
-}
+func newPriorityTransport(t *testing.T) broker.Transport { return openFresh(t, "cctest.prio", 4) }
 
 // TestConformancePriorityQueue: the classic priority queue settles,
 // retries and dead-letters as the quorum queue does.
@@ -184,20 +172,15 @@ func TestPriorityQueueNotRedeclared(t *testing.T) {
 	u := amqpURL(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	name := fmt.Sprintf("cctest.prio-redeclare.%d", time.Now().UnixNano())
-	plain, err := rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	defer plain.DeleteTopology()
+	plain := openFresh(t, "cctest.plain", 0)
+	name := plain.Queue()
 	if broker.SupportsPriority(plain) {
 		t.Error("a quorum queue reports priorities")
 	}
 	if err := plain.Publish(ctx, []broker.Message{{Body: []byte("kept"), Attributes: map[string]string{broker.AttrKind: "k"}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: name, MaxPriority: 4})
+	_, err := rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: name, MaxPriority: 4})
 	if !errors.Is(err, claimcheck.ErrConfig) || !strings.Contains(err.Error(), "cannot change a queue's arguments") || !strings.Contains(err.Error(), name) {
 		t.Fatalf("reopen with max_priority: %v, want ErrConfig naming the queue", err)
 	}
@@ -208,8 +191,8 @@ func TestPriorityQueueNotRedeclared(t *testing.T) {
 	}
 	plain.Ack(ctx, ds[0])
 
-	prio := newPriorityTransport(t)
-	_, err = rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: prio.(*rabbitmq.Transport).Queue()})
+	prio := openFresh(t, "cctest.prio", 4)
+	_, err = rabbitmq.Open(ctx, u, rabbitmq.Options{Queue: prio.Queue()})
 	if !errors.Is(err, claimcheck.ErrConfig) || !strings.Contains(err.Error(), "without priorities") {
 		t.Fatalf("reopen a priority queue without max_priority: %v, want ErrConfig", err)
 	}
