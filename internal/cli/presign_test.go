@@ -32,7 +32,8 @@ func s3StoreURL(t *testing.T) string {
 	if u == "" {
 		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
 	}
-	return u
+	// Each test's job database owns a namespace of its own.
+	return ownNamespace(t, u, "presign-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 }
 
 func get(t *testing.T, u string) (int, []byte) {

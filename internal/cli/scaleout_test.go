@@ -37,6 +37,7 @@ func TestScaleOutEndToEnd(t *testing.T) {
 	// No NotFound grace: the object deleted below must be missing at once
 	// (within the grace a missing object is payload-not-visible-yet).
 	s3URL += "&notfound_grace=0"
+	s3URL = ownNamespace(t, s3URL, tenant) // this test's job database owns a namespace of its own
 	global := []string{"--store", s3URL, "--database", database}
 	run := func(ctx context.Context, args ...string) result {
 		var out, errOut bytes.Buffer
@@ -107,21 +108,23 @@ func TestScaleOutEndToEnd(t *testing.T) {
 		t.Errorf("deleted object on S3: %+v, want cancelled on attempt 1, %s", j, claimcheck.ReasonPayloadMissing)
 	}
 
-	// 3. Wrong credentials: retried and reported, never missing.
+	// 3. Wrong credentials: refused at start-up, where the namespace's
+	// ownership marker is read, as access denied; the job is left waiting,
+	// never dead-lettered as missing.
 	denied := submit("denied", filepath.Join(corpus, "refcard-a4.pdf"))
 	secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
 	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
 	r = run(wctx, "work", "--kind", "denied", "--exec", "--", "cat")
 	wcancel()
-	if !strings.Contains(r.stderr, claimcheck.ReasonAccessDenied) {
-		t.Errorf("work with wrong credentials did not report access-denied:\n%s", r.stderr)
-	}
-	j = jobState(t, run(ctx, "jobs", "--json", "--kind", "denied"), denied)
-	if j.State == "cancelled" || j.State == "discarded" || j.State == "completed" || j.Attempts < 1 || j.Reason == claimcheck.ReasonPayloadMissing {
-		t.Errorf("after wrong credentials: %+v, want a job still waiting for a retry", j)
+	if r.code == 0 || !strings.Contains(r.stderr, "access denied") {
+		t.Errorf("work with wrong credentials: exit %d, want a refusal naming access denied:\n%s", r.code, r.stderr)
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	j = jobState(t, run(ctx, "jobs", "--json", "--kind", "denied"), denied)
+	if j.State == "cancelled" || j.State == "discarded" || j.State == "completed" || j.Reason == claimcheck.ReasonPayloadMissing {
+		t.Errorf("after wrong credentials: %+v, want a job still waiting", j)
+	}
 	if r := run(ctx, "work", "--kind", "denied", "--until-empty", "--exec", "--", "cat"); r.code != 0 {
 		t.Fatalf("work with the right credentials: exit %d\n%s", r.code, r.stderr)
 	}
