@@ -33,12 +33,10 @@ import (
 const metaDEK = "claimcheck-dek"
 
 // sealer wraps and unwraps data keys with a keeper, each call bounded by
-// timeout (Options.KeeperTimeout); keyID is the id of its key-encryption
-// key, "" when the caller gave none (keeperid.go).
+// timeout (Options.KeeperTimeout).
 type sealer struct {
 	keeper  *secrets.Keeper
 	timeout time.Duration
-	keyID   string
 }
 
 // associatedData binds a ciphertext to its tenant and key (empty key for an
@@ -167,43 +165,4 @@ func (a *keeperAEAD) DecryptWithContext(ctx context.Context, ct, ad []byte) ([]b
 		return nil, errors.New("wrapped key is bound to another tenant or key")
 	}
 	return msg[4+n:], nil
-}
-
-// KeyID is the id of this store's key-encryption key (Options.KeeperID);
-// "" when the store has no keeper or was given no id.
-func (s *Store) KeyID() string {
-	if s.seal == nil {
-		return ""
-	}
-	return s.seal.keyID
-}
-
-// SealedKey reports whether the object at key (a key as listed in the
-// store, relative to its namespace) is sealed and, if it is, the key id
-// recorded on it, and checks that this store's keeper unwraps its data
-// key. Only the object's attributes are read, never its bytes: operations
-// tools (doctor) use it to prove that this host's keeper is the
-// deployment's.
-//
-// Errors: ErrConfig when the object is sealed and this store has no
-// keeper; ErrKeeper or ErrAccessDenied, naming both key ids, when the
-// keeper cannot unwrap the data key; ErrPayloadCorrupt when it unwraps
-// but is bound to another tenant or key; the store's errors (a missing
-// object is ErrPayloadMissing).
-func (s *Store) SealedKey(ctx context.Context, key string) (sealed bool, keyID string, err error) {
-	attrs, err := s.bucket.Attributes(ctx, key)
-	if err != nil {
-		return false, "", storeError("claimcheck: read the attributes of a sealed object", err, true)
-	}
-	wrapped, keyID := attrs.Metadata[metaDEK], attrs.Metadata[metaKEKID]
-	if wrapped == "" {
-		return false, "", nil
-	}
-	if s.seal == nil {
-		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s and this store has no keeper: %w", keyIDText(keyID), ErrConfig)
-	}
-	if _, err := s.seal.openDataKey(ctx, wrapped, associatedData(attrs.Metadata[metaTenant], key)); err != nil {
-		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s, this keeper has key id %s: %w", keyIDText(keyID), keyIDText(s.seal.keyID), err)
-	}
-	return true, keyID, nil
 }

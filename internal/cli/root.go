@@ -243,7 +243,7 @@ in the data directory.`,
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	root.AddCommand(
 		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g),
-		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g),
+		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g),
 	)
 	return root
 }
@@ -301,8 +301,7 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 	if threshold == 0 {
 		threshold = -1 // --inline-threshold 0: nothing travels inline
 	}
-	spool := (&env{data: data}).spoolDir()
-	keeper, keyID, err := openKeeper(ctx, g.keeper, data, func() error { return deploymentHolds(ctx, storeURL, database, spool) })
+	keeper, err := openKeeper(ctx, g.keeper, data)
 	if err != nil {
 		return nil, err
 	}
@@ -310,12 +309,11 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		Secret:          secret,
 		SignTickets:     secret != nil,
 		Keeper:          keeper,
-		KeeperID:        keyID,
 		Tenants:         g.tenants,
 		InlineThreshold: threshold,
 		AlwaysOffload:   g.alwaysOffload,
 		MaxPayloadSize:  g.maxPayloadSize,
-		SpoolDir:        spool,
+		SpoolDir:        (&env{data: data}).spoolDir(),
 	})
 	if err != nil {
 		if keeper != nil {

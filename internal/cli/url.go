@@ -22,7 +22,7 @@ const urlKeyFile = "url.key"
 const defaultServeAddr = "127.0.0.1:8080"
 
 func (e *env) signer(baseURL string) (*resulturl.Signer, error) {
-	key, err := localKey(e.data, urlKeyFile, nil)
+	key, err := localKey(e.data, urlKeyFile)
 	if err != nil {
 		return nil, err
 	}
