@@ -76,13 +76,13 @@ echo "submits that left their job in the outbox: $(grep -c 'kept in the outbox\|
 handled=$(wc -l < "$work/handled.ids"); distinct=$(sort -u "$work/handled.ids" | wc -l)
 echo "handler runs: $handled, distinct job ids: $distinct"
 q() { psql "$CLAIMCHECK_DATABASE" -Atc "$1"; }
-echo "inbox: $(q "SELECT action || '=' || count(*) FROM claimcheck_inbox GROUP BY action" | tr '\n' ' ')"
+echo "inbox: $(q "SELECT action || '=' || count(*) FROM claimcheck_consumed GROUP BY action" | tr '\n' ' ')"
 echo "outbox: $(q "SELECT state || '=' || count(*) FROM river_job WHERE queue LIKE 'claimcheck-outbox-%' GROUP BY state" | tr '\n' ' ')"
 queues=$(rabbitmqctl list_queues -q name messages | grep "$queue" || true)
 echo "queues:"; echo "$queues"
 fail=0
 [ "$handled" -eq "$n" ] && [ "$distinct" -eq "$n" ] || { echo "FAIL: handler runs $handled, distinct $distinct, want $n"; fail=1; }
-[ "$(q "SELECT count(*) FROM claimcheck_inbox WHERE action = 'acked'")" -eq "$n" ] || { echo "FAIL: inbox"; fail=1; }
+[ "$(q "SELECT count(*) FROM claimcheck_consumed WHERE action = 'acked'")" -eq "$n" ] || { echo "FAIL: inbox"; fail=1; }
 [ "$(q "SELECT count(*) FROM river_job WHERE queue LIKE 'claimcheck-outbox-%' AND state = 'completed'")" -eq "$n" ] || { echo "FAIL: outbox"; fail=1; }
 echo "$queues" | awk '$2 != 0 { bad = 1 } END { exit bad }' || { echo "FAIL: messages left in a queue"; fail=1; }
 "$cc" relay --until-empty >/dev/null 2>&1 || true
