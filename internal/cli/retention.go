@@ -2,60 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/claimcheck/claimcheck"
-	"github.com/claimcheck/claimcheck/pipeline"
 )
-
-// retentionFlags are the inputs of the retention sum, shared by retention
-// and lifecycle.
-type retentionFlags struct {
-	backlog, retryWindow, deadLetter, replayMargin, resultsExtra string
-}
-
-func (f *retentionFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.backlog, "backlog", "1d", "longest time a job may wait in its queue before its first attempt (units: s, m, h, d, w)")
-	fs.StringVar(&f.retryWindow, "retry-window", "",
-		"longest time from a job's first attempt to its last, also how long workers retry an unavailable store, database, keeper or broker (default: --max-attempts × (30m job timeout + 2m lease + 6m backoff), 3h10m for 5 attempts)")
-	fs.StringVar(&f.deadLetter, "dead-letter", claimcheck.FormatDuration(pipeline.DefaultDeadLetterRetention),
-		"how long dead letters are kept, replayable, before River prunes them (the pipeline's dead-letter retention)")
-	fs.StringVar(&f.replayMargin, "replay-margin", "7d", "slack to notice a dead letter, fix its cause and replay it")
-	fs.StringVar(&f.resultsExtra, "results-extra", "0", "added for results/: how long after the last processing a consumer may still fetch a result")
-}
-
-// compute parses the flags (usage errors name the flag) and adds them up.
-func (f *retentionFlags) compute(g *globals) (*claimcheck.Retention, error) {
-	if f.retryWindow == "" {
-		f.retryWindow = claimcheck.FormatDuration(pipeline.DefaultRetryWindow(g.maxAttempts))
-	}
-	var in claimcheck.RetentionInputs
-	for _, p := range []struct {
-		flag string
-		val  string
-		dst  *time.Duration
-	}{
-		{"--backlog", f.backlog, &in.Backlog},
-		{"--retry-window", f.retryWindow, &in.RetryWindow},
-		{"--dead-letter", f.deadLetter, &in.DeadLetter},
-		{"--replay-margin", f.replayMargin, &in.ReplayMargin},
-		{"--results-extra", f.resultsExtra, &in.ResultsExtra},
-	} {
-		d, err := claimcheck.ParseDuration(p.val)
-		if err != nil {
-			return nil, usagef("%s: %v", p.flag, err)
-		}
-		*p.dst = d
-	}
-	r, err := claimcheck.ComputeRetention(in)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return r, nil
-}
 
 // retentionOut is what retention --json prints: the library's figures with
 // every duration also written for people.
@@ -127,11 +78,4 @@ to a bound computed from the pipeline's attempts, job timeout and backoff.`,
 	}
 	in.register(c.Flags())
 	return c
-}
-
-func days(n int) string {
-	if n == 1 {
-		return "1 day"
-	}
-	return fmt.Sprintf("%d days", n)
 }

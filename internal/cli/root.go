@@ -4,16 +4,11 @@ package cli
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,90 +16,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gocloud.dev/secrets"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
-
-// globals are the flags every subcommand shares; each has an environment
-// variable that sets its default.
-type globals struct {
-	data            string
-	store           string
-	database        string
-	secretHex       string
-	keeper          string
-	tenants         []string // set by work: the only tenants claimed
-	inlineThreshold int64
-	alwaysOffload   bool
-	maxPayloadSize  int64
-	maxAttempts     int
-	json            bool
-	logLevel        string
-	stderr          io.Writer
-	envErrs         []error
-	sqliteCacheKiB  int // set by relay: a small page cache
-	brokerURL       string
-	destination     string
-	memOK           bool // the command runs submit and work in one process
-	readOnly        bool // the command only reads: it must not create a database
-}
-
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-// envInt is the integer in environment variable name, or def; a value that
-// does not parse is recorded in errs and reported before any command runs.
-func envInt(name string, def int64, errs *[]error) int64 {
-	v, ok := os.LookupEnv(name)
-	if !ok || v == "" {
-		return def
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("%s=%q is not an integer", name, v))
-		return def
-	}
-	return n
-}
-
-// envBool is true for 1/true/yes, false for 0/false/no or unset; anything
-// else is recorded in errs.
-func envBool(name string, errs *[]error) bool {
-	switch v := strings.ToLower(os.Getenv(name)); v {
-	case "", "0", "false", "no":
-		return false
-	case "1", "true", "yes":
-		return true
-	default:
-		*errs = append(*errs, fmt.Errorf("%s=%q: use 1 or 0", name, v))
-		return false
-	}
-}
-
-// validate checks the global settings before a command runs.
-func (g *globals) validate() error {
-	if len(g.envErrs) > 0 {
-		return usageError{errors.Join(g.envErrs...)}
-	}
-	switch {
-	case g.inlineThreshold < 0 || g.inlineThreshold > claimcheck.MaxInlineThreshold:
-		return usagef("--inline-threshold %d: use 0 (nothing inline) to %d bytes", g.inlineThreshold, claimcheck.MaxInlineThreshold)
-	case g.maxPayloadSize < 0:
-		return usagef("--max-payload-size %d: use 0 (no limit) or a positive number of bytes", g.maxPayloadSize)
-	case g.maxAttempts < 1 || g.maxAttempts > 1000:
-		return usagef("--max-attempts %d: use 1 to 1000", g.maxAttempts)
-	}
-	if err := pipeline.ValidateDestination(g.destination); err != nil {
-		return usagef("--destination: %v", err)
-	}
-	return nil
-}
 
 // Execute runs the claimcheck command with os.Args and returns the process
 // exit code.
@@ -200,12 +115,6 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
 func newRoot(stderr io.Writer) *cobra.Command {
 	g := &globals{stderr: stderr}
 	root := &cobra.Command{
@@ -246,160 +155,4 @@ in the data directory.`,
 		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g),
 	)
 	return root
-}
-
-// env is an opened data directory: store and pipeline.
-type env struct {
-	store  *claimcheck.Store
-	pipe   *pipeline.Pipeline
-	data   string
-	keeper *secrets.Keeper
-}
-
-func (e *env) spoolDir() string { return filepath.Join(e.data, "tmp") }
-
-func (e *env) Close() {
-	e.pipe.Close()
-	e.store.Close()
-	if e.keeper != nil {
-		e.keeper.Close()
-	}
-}
-
-// open checks the data directory is writable, then opens the store and the
-// pipeline. Every error names what to fix.
-func (g *globals) open(ctx context.Context) (*env, error) {
-	data, err := filepath.Abs(g.data)
-	if err != nil {
-		return nil, fmt.Errorf("data directory %q: %w", g.data, err)
-	}
-	if err := ensureWritable(data); err != nil {
-		return nil, err
-	}
-	var secret []byte
-	if g.secretHex != "" {
-		if secret, err = hex.DecodeString(g.secretHex); err != nil || len(secret) < 16 {
-			return nil, usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)")
-		}
-	}
-	storeURL := g.store
-	if strings.HasPrefix(storeURL, "mem://") && !g.memOK {
-		return nil, usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store")
-	}
-	if storeURL == "" {
-		storeURL = "file://" + filepath.ToSlash(filepath.Join(data, "objects"))
-	}
-	database := g.database
-	if database == "" {
-		dbPath := filepath.Join(data, "claimcheck.db")
-		if _, err := os.Stat(dbPath); g.readOnly && errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data)
-		}
-		database = "sqlite://" + filepath.ToSlash(dbPath)
-	}
-	threshold := g.inlineThreshold
-	if threshold == 0 {
-		threshold = -1 // --inline-threshold 0: nothing travels inline
-	}
-	keeper, err := openKeeper(ctx, g.keeper, data)
-	if err != nil {
-		return nil, err
-	}
-	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{
-		Secret:          secret,
-		SignTickets:     secret != nil,
-		Keeper:          keeper,
-		Tenants:         g.tenants,
-		InlineThreshold: threshold,
-		AlwaysOffload:   g.alwaysOffload,
-		MaxPayloadSize:  g.maxPayloadSize,
-		SpoolDir:        (&env{data: data}).spoolDir(),
-	})
-	if err != nil {
-		if keeper != nil {
-			keeper.Close()
-		}
-		return nil, err
-	}
-	logger, err := g.logger()
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB, ReadOnly: g.readOnly})
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	return &env{store: store, pipe: pipe, data: data, keeper: keeper}, nil
-}
-
-// logger is the --log-level logger on standard error, or nil when off.
-func (g *globals) logger() (*slog.Logger, error) {
-	if g.logLevel == "" {
-		return nil, nil
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, usagef("--log-level %q: use debug, info, warn or error", g.logLevel)
-	}
-	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
-}
-
-// openExisting opens the data of a command that only reads: a missing job
-// database is an error rather than a new empty one.
-func (g *globals) openExisting(ctx context.Context) (*env, error) {
-	g.readOnly = true
-	return g.open(ctx)
-}
-
-// withJob is the RunE of a command whose one argument is a job id: it parses
-// the id, opens the existing data and calls fn.
-func (g *globals) withJob(fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		id, err := pipeline.ParseJobID(args[0])
-		if err != nil {
-			return usagef("%v", err)
-		}
-		e, err := g.openExisting(cmd.Context())
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		return fn(cmd, e, id)
-	}
-}
-
-// ensureWritable creates dir if needed and proves a file can be written in
-// it, so a read-only data directory fails up front with a clear message
-// rather than half-way through a job.
-func ensureWritable(dir string) error {
-	hint := "choose another with --data or CLAIMCHECK_DATA"
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("data directory %s cannot be created (%v); %s", dir, unwrapPath(err), hint)
-	}
-	f, err := os.CreateTemp(dir, ".write-probe-*")
-	if err != nil {
-		return fmt.Errorf("data directory %s is not writable (%v); %s", dir, unwrapPath(err), hint)
-	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
 }

@@ -223,23 +223,3 @@ func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
 		fmt.Fprintf(p.w, "stopped early: %v\n", err)
 	}
 }
-
-func objects(n int) string {
-	if n == 1 {
-		return "1 object"
-	}
-	return fmt.Sprintf("%d objects", n)
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	default:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	}
-}

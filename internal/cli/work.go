@@ -1,14 +1,9 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,10 +16,6 @@ import (
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
-
-// exitDataErr is EX_DATAERR from sysexits.h: "the input data was incorrect
-// in some way". An --exec command exiting with it fails the job permanently.
-const exitDataErr = 65
 
 // builtinHandlers are the kinds a worker can serve without --exec.
 func builtinHandlers() map[string]claimcheck.Handler {
@@ -192,86 +183,13 @@ delivered nothing for --idle.`,
 	return c
 }
 
-// execHandler runs argv for each job: the verified payload on its standard
-// input, its standard output spooled to a temporary file (memory stays
-// constant) and checked in as the result once it exits 0.
-func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Handler {
-	return claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
-		in, err := job.Payload.Open(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer in.Close()
-		out, err := os.CreateTemp(spoolDir, "claimcheck-exec-*")
-		if err != nil {
-			return nil, fmt.Errorf("exec: spool output: %v", unwrapPath(err))
-		}
-		os.Remove(out.Name()) // unlinked: nothing is left behind
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		// Its own process group, ended whole when the job's context is
-		// cancelled (drain deadline, second signal, job timeout): a
-		// grandchild of sh -c does not outlive it. A killed worker does not
-		// leave it running either.
-		ownProcessGroup(cmd)
-		cmd.WaitDelay = 5 * time.Second
-		tail := &tailWriter{max: stderrTail}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, io.MultiWriter(stderr, tail)
-		cmd.Env = append(handlerEnv(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
-			"CLAIMCHECK_TENANT="+job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt))
-		if err := cmd.Run(); err != nil {
-			out.Close()
-			var ee *exec.ExitError
-			if errors.As(err, &ee) && ee.ExitCode() == exitDataErr {
-				return nil, claimcheck.Permanent(fmt.Errorf("exec %s: exit status %d (EX_DATAERR)%s", argv[0], exitDataErr, tail.suffix()))
-			}
-			return nil, fmt.Errorf("exec %s: %v%s", argv[0], err, tail.suffix())
-		}
-		if _, err := out.Seek(0, io.SeekStart); err != nil {
-			out.Close()
-			return nil, fmt.Errorf("exec: rewind output: %w", err)
-		}
-		// The worker rewinds it to retry a check-in, and closes it.
-		return &claimcheck.Result{Body: out, ContentType: "application/octet-stream"}, nil
-	})
-}
-
-// stderrTail is how much of a failing --exec command's standard error is
-// kept with the attempt's error, in bytes.
-const stderrTail = 2 << 10
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+// brokerSummary prints what work --broker did.
+func brokerSummary(cmd *cobra.Command, g *globals, kind string, t *brokerTally) error {
+	if g.json {
+		return printJSON(cmd.OutOrStdout(), map[string]any{"kind": kind, "broker": true, "succeeded": t.acked.Load(), "retried": t.retried.Load(),
+			"dead": t.dead.Load(), "duplicates": t.duplicates.Load()})
 	}
-	return len(p), nil
-}
-
-// suffix is "; stderr: \"…\"" with the kept tail, quoted onto one line,
-// or "" if the command wrote nothing there.
-func (t *tailWriter) suffix() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(strings.ToValidUTF8(string(t.buf), "\uFFFD"))
-	if s == "" {
-		return ""
-	}
-	return "; stderr: " + strconv.Quote(s)
-}
-
-// handlerEnv is this process's environment without the secrets that stay
-// with claimcheck: a handler gets verified bytes, not the keys.
-func handlerEnv() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "CLAIMCHECK_SECRET=") || strings.HasPrefix(kv, "CLAIMCHECK_KEEPER=")
-	})
+	fmt.Fprintf(cmd.OutOrStdout(), "worked kind %s via the broker: succeeded %d, retried %d, dead-lettered %d, duplicates skipped %d\n",
+		kind, t.acked.Load(), t.retried.Load(), t.dead.Load(), t.duplicates.Load())
+	return nil
 }

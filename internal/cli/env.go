@@ -1,0 +1,171 @@
+package cli
+
+// Opening a data directory: the store, the job database and the keeper a subcommand works on.
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gocloud.dev/secrets"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// env is an opened data directory: store and pipeline.
+type env struct {
+	store  *claimcheck.Store
+	pipe   *pipeline.Pipeline
+	data   string
+	keeper *secrets.Keeper
+}
+
+func (e *env) spoolDir() string { return filepath.Join(e.data, "tmp") }
+
+func (e *env) Close() {
+	e.pipe.Close()
+	e.store.Close()
+	if e.keeper != nil {
+		e.keeper.Close()
+	}
+}
+
+// open checks the data directory is writable, then opens the store and the
+// pipeline. Every error names what to fix.
+func (g *globals) open(ctx context.Context) (*env, error) {
+	data, err := filepath.Abs(g.data)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %q: %w", g.data, err)
+	}
+	if err := ensureWritable(data); err != nil {
+		return nil, err
+	}
+	var secret []byte
+	if g.secretHex != "" {
+		if secret, err = hex.DecodeString(g.secretHex); err != nil || len(secret) < 16 {
+			return nil, usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)")
+		}
+	}
+	storeURL := g.store
+	if strings.HasPrefix(storeURL, "mem://") && !g.memOK {
+		return nil, usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store")
+	}
+	if storeURL == "" {
+		storeURL = "file://" + filepath.ToSlash(filepath.Join(data, "objects"))
+	}
+	database := g.database
+	if database == "" {
+		dbPath := filepath.Join(data, "claimcheck.db")
+		if _, err := os.Stat(dbPath); g.readOnly && errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data)
+		}
+		database = "sqlite://" + filepath.ToSlash(dbPath)
+	}
+	threshold := g.inlineThreshold
+	if threshold == 0 {
+		threshold = -1 // --inline-threshold 0: nothing travels inline
+	}
+	keeper, err := openKeeper(ctx, g.keeper, data)
+	if err != nil {
+		return nil, err
+	}
+	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{
+		Secret:          secret,
+		SignTickets:     secret != nil,
+		Keeper:          keeper,
+		Tenants:         g.tenants,
+		InlineThreshold: threshold,
+		AlwaysOffload:   g.alwaysOffload,
+		MaxPayloadSize:  g.maxPayloadSize,
+		SpoolDir:        (&env{data: data}).spoolDir(),
+	})
+	if err != nil {
+		if keeper != nil {
+			keeper.Close()
+		}
+		return nil, err
+	}
+	logger, err := g.logger()
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB, ReadOnly: g.readOnly})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &env{store: store, pipe: pipe, data: data, keeper: keeper}, nil
+}
+
+// logger is the --log-level logger on standard error, or nil when off.
+func (g *globals) logger() (*slog.Logger, error) {
+	if g.logLevel == "" {
+		return nil, nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, usagef("--log-level %q: use debug, info, warn or error", g.logLevel)
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// openExisting opens the data of a command that only reads: a missing job
+// database is an error rather than a new empty one.
+func (g *globals) openExisting(ctx context.Context) (*env, error) {
+	g.readOnly = true
+	return g.open(ctx)
+}
+
+// withJob is the RunE of a command whose one argument is a job id: it parses
+// the id, opens the existing data and calls fn.
+func (g *globals) withJob(fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		id, err := pipeline.ParseJobID(args[0])
+		if err != nil {
+			return usagef("%v", err)
+		}
+		e, err := g.openExisting(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		return fn(cmd, e, id)
+	}
+}
+
+// ensureWritable creates dir if needed and proves a file can be written in
+// it, so a read-only data directory fails up front with a clear message
+// rather than half-way through a job.
+func ensureWritable(dir string) error {
+	hint := "choose another with --data or CLAIMCHECK_DATA"
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("data directory %s cannot be created (%v); %s", dir, unwrapPath(err), hint)
+	}
+	f, err := os.CreateTemp(dir, ".write-probe-*")
+	if err != nil {
+		return fmt.Errorf("data directory %s is not writable (%v); %s", dir, unwrapPath(err), hint)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

@@ -1,0 +1,57 @@
+package cli
+
+// Reading a payload to submit: a file or standard input.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+// errEmptyPayload refuses a 0-byte payload unless --allow-empty: an empty
+// upload is far more often a failed download than a job.
+var errEmptyPayload = errors.New("payload is empty (0 bytes); pass --allow-empty if that is intended")
+
+// nonEmpty fails at EOF if no byte was read, so the check-in stops before
+// anything is enqueued.
+type nonEmpty struct {
+	r    io.Reader
+	what string
+	n    int64
+}
+
+func (e *nonEmpty) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.n += int64(n)
+	if err == io.EOF && e.n == 0 {
+		return n, fmt.Errorf("%s: %w", e.what, errEmptyPayload)
+	}
+	return n, err
+}
+
+// openInput opens FILE or "-" (stdin). A missing or unreadable file, or a
+// directory, is an error before anything is stored.
+func openInput(cmd *cobra.Command, path string) (io.Reader, string, func(), error) {
+	if path == "-" {
+		return cmd.InOrStdin(), "", func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("cannot read %s: %v", path, unwrapPath(err))
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, "", nil, fmt.Errorf("cannot read %s: not a regular file (to read a pipe or device, give - and redirect it to standard input)", path)
+	}
+	ct := mime.TypeByExtension(filepath.Ext(path))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	return f, ct, func() { f.Close() }, nil
+}
