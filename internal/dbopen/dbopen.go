@@ -162,11 +162,46 @@ func openSQLite(ctx context.Context, path string, cacheKiB int) (*sql.DB, error)
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	db.SetMaxOpenConns(1)
-	if err := db.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// sqliteOpenBusy bounds how long opening a SQLite database waits for
+// other processes opening it at the same moment. The first connection to
+// a fresh file turns on WAL mode, which takes the database's exclusive
+// lock; SQLite answers SQLITE_BUSY at once, without calling the busy
+// handler, to a connection that meets that lock while it is being
+// changed (https://www.sqlite.org/wal.html, "Sometimes Queries Return
+// SQLITE_BUSY In WAL Mode"), so busy_timeout alone does not cover it.
+const sqliteOpenBusy = 30 * time.Second
+
+// pingSQLite opens db's connection, trying again while SQLite answers
+// SQLITE_BUSY, for at most sqliteOpenBusy.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(sqliteOpenBusy)
+	wait := 10 * time.Millisecond
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || !isSQLiteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// isSQLiteBusy reports whether err is SQLite's SQLITE_BUSY (primary
+// result code 5; https://www.sqlite.org/rescode.html#busy).
+func isSQLiteBusy(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == 5
 }
 
 // Bounds on PostgreSQL connections, so that a partitioned or silent server
