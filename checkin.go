@@ -158,6 +158,11 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 	t.SHA256, t.Size = h.sha256(), limit.n
 	if key == "" {
 		key = contentKey(opts.Result, tenant, h.keyDigest())
+		if s.seal != nil {
+			// Sealed objects are named by their key too: the same bytes
+			// stored plain, or sealed under another key, are another object.
+			key += "." + kekTag(s.seal.keyID)
+		}
 	}
 	t.Store, t.Key = s.name, key
 
@@ -211,6 +216,9 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		var err error
 		if aead, meta[metaDEK], err = s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key)); err != nil {
 			return fmt.Errorf("claimcheck: check in %s: %w", t, err)
+		}
+		if s.seal.keyID != "" {
+			meta[metaKEKID] = s.seal.keyID
 		}
 	}
 	var file *os.File
@@ -303,8 +311,8 @@ func (s *Store) holds(ctx context.Context, t *Ticket) (bool, error) {
 	if err != nil {
 		return false, storeError("claimcheck: check in "+t.String()+": look up key", err, false)
 	}
-	if s.seal != nil && attrs.Metadata[metaDEK] == "" {
-		return false, fmt.Errorf("claimcheck: check in %s: an unencrypted object holds the key and this store encrypts: %w", t, ErrKeyConflict)
+	if err := s.samePosture(ctx, t, attrs.Metadata); err != nil {
+		return false, err
 	}
 	if attrs.Metadata[metaSHA256] == t.SHA256 && attrs.Metadata[metaSize] == strconv.FormatInt(t.Size, 10) {
 		if s.hooks != nil {
@@ -315,6 +323,36 @@ func (s *Store) holds(ctx context.Context, t *Ticket) (bool, error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("claimcheck: check in %s: %w (add a version to the name)", t, ErrKeyConflict)
+}
+
+// samePosture returns nil when an object already at t.Key, with metadata
+// meta, was stored with this store's encryption posture: plain for a store
+// without a keeper, or sealed under this store's key (the same recorded key
+// id or, when either id is unrecorded, a data key this keeper unwraps).
+// Otherwise reusing it would hand out a ticket no worker of this
+// deployment can claim: ErrKeyConflict naming both postures (a content
+// address never gets here, its name carries the key's tag; a named key
+// needs a version).
+func (s *Store) samePosture(ctx context.Context, t *Ticket, meta map[string]string) error {
+	sealed, have := meta[metaDEK] != "", meta[metaKEKID]
+	switch {
+	case s.seal == nil && !sealed:
+		return nil
+	case s.seal == nil:
+		return fmt.Errorf("claimcheck: check in %s: the key holds a copy sealed under key id %s and this store has no keeper (add a version to the name): %w", t, keyIDText(have), ErrKeyConflict)
+	case !sealed:
+		return fmt.Errorf("claimcheck: check in %s: an unencrypted object holds the key and this store encrypts (add a version to the name): %w", t, ErrKeyConflict)
+	case have != "" && s.seal.keyID != "":
+		if have == s.seal.keyID {
+			return nil
+		}
+	default:
+		if _, err := s.seal.openDataKey(ctx, meta[metaDEK], associatedData(meta[metaTenant], t.Key)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("claimcheck: check in %s: the key holds a copy sealed under key id %s, not this store's key %s (add a version to the name): %w",
+		t, keyIDText(have), keyIDText(s.seal.keyID), ErrKeyConflict)
 }
 
 func (s *Store) checkSize(n int64) error {

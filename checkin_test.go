@@ -21,7 +21,7 @@ import (
 
 const threshold = claimcheck.DefaultInlineThreshold
 
-var contentKeyRE = regexp.MustCompile(`^payloads/([a-z0-9][a-z0-9_-]*)/([0-9a-f]{2})/([0-9a-f]{64})$`)
+var contentKeyRE = regexp.MustCompile(`^payloads/([a-z0-9][a-z0-9_-]*)/([0-9a-f]{2})/([0-9a-f]{64})(\.k[0-9a-f]{8})?$`)
 
 // assertContentKey checks key is payloads/<tenant>/<xx>/<digest> with xx the
 // digest's first two characters, and returns the digest.

@@ -128,15 +128,21 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(b)), nil
 	}
 	s := p.store
-	var wrapped string
+	var wrapped, keyID string
 	if s.seal != nil {
 		// The wrapped data key is in the object's metadata: one HEAD first.
 		attrs, err := s.bucket.Attributes(ctx, t.Key)
 		if err != nil {
 			return nil, s.claimError("claimcheck: claim "+t.String(), t, err)
 		}
-		if wrapped = attrs.Metadata[metaDEK]; wrapped == "" {
-			return nil, fmt.Errorf("claimcheck: claim %s: object is not encrypted and this store requires it: %w", t, ErrPayloadCorrupt)
+		if wrapped, keyID = attrs.Metadata[metaDEK], attrs.Metadata[metaKEKID]; wrapped == "" {
+			// The producer stored it plain (a library store opened without
+			// Options.Keeper, or --keeper none): a configuration mismatch
+			// between producer and worker, retried and reported, never a
+			// corrupt payload.
+			return nil, fmt.Errorf("claimcheck: claim %s: the payload was stored unencrypted and this worker requires encryption: "+
+				"give the producer this worker's keeper (Options.Keeper and KeeperID, or --keeper; `claimcheck keys` prints it), "+
+				"or run this worker without one (--keeper none): %w", t, ErrConfig)
 		}
 	}
 	r, err := s.bucket.NewReader(ctx, t.Key, nil)
@@ -147,9 +153,12 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 	if s.seal == nil {
 		// Only when the bytes do not match: is the object encrypted, so
 		// that this store's missing keeper, not the payload, is at fault?
-		v.sealed = func() bool {
+		v.sealed = func() (bool, string) {
 			attrs, err := s.bucket.Attributes(ctx, t.Key)
-			return err == nil && attrs.Metadata[metaDEK] != ""
+			if err != nil || attrs.Metadata[metaDEK] == "" {
+				return false, ""
+			}
+			return true, attrs.Metadata[metaKEKID]
 		}
 	}
 	if wrapped != "" {
@@ -157,7 +166,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		aead, err := s.seal.openDataKey(ctx, wrapped, ad)
 		if err != nil {
 			r.Close()
-			return nil, fmt.Errorf("claimcheck: claim %s: %w", t, err)
+			return nil, fmt.Errorf("claimcheck: claim %s: sealed under key id %s, this worker's keeper has key id %s: %w", t, keyIDText(keyID), keyIDText(s.seal.keyID), err)
 		}
 		tr := &trackingReader{r: r}
 		dr, err := aead.NewDecryptingReader(tr, ad)
@@ -232,9 +241,9 @@ func verifyInline(t *Ticket, b []byte) error {
 type verifyingReader struct {
 	r       io.ReadCloser
 	src     io.Reader
-	tracked *trackingReader // the object under a decrypting src, to classify errors
-	ahead   *io.PipeReader  // the decrypting goroutine's output, closed on Close
-	sealed  func() bool     // store without a keeper: reports an encrypted object
+	tracked *trackingReader       // the object under a decrypting src, to classify errors
+	ahead   *io.PipeReader        // the decrypting goroutine's output, closed on Close
+	sealed  func() (bool, string) // store without a keeper: reports an encrypted object and its key id
 	t       *Ticket
 	sum     interface {
 		io.Writer
@@ -303,8 +312,11 @@ func decryptAhead(dr io.Reader) *io.PipeReader {
 // the worker's configuration is wrong, not the payload, and the error is
 // ErrConfig (retried, as for an encrypted inline ticket), never a dead letter.
 func (v *verifyingReader) mismatch(corrupt error) error {
-	if v.sealed != nil && v.sealed() {
-		return fmt.Errorf("claimcheck: claim %s: the object is encrypted and this store has no keeper: %w", v.t, ErrConfig)
+	if v.sealed != nil {
+		if sealed, keyID := v.sealed(); sealed {
+			return fmt.Errorf("claimcheck: claim %s: the payload is encrypted (key id %s) and this worker has no keeper: "+
+				"open the store with that key (Options.Keeper and KeeperID, or --keeper; `claimcheck keys` on the producer prints it): %w", v.t, keyIDText(keyID), ErrConfig)
+		}
 	}
 	return corrupt
 }

@@ -7,12 +7,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/tink-crypto/tink-go/v2/keyset"
 	"github.com/tink-crypto/tink-go/v2/streamingaead"
 	"github.com/tink-crypto/tink-go/v2/tink"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 	"gocloud.dev/secrets"
 )
 
@@ -33,10 +36,12 @@ import (
 const metaDEK = "claimcheck-dek"
 
 // sealer wraps and unwraps data keys with a keeper, each call bounded by
-// timeout (Options.KeeperTimeout).
+// timeout (Options.KeeperTimeout); keyID is the id of its key-encryption
+// key, "" when the caller gave none (keeperid.go).
 type sealer struct {
 	keeper  *secrets.Keeper
 	timeout time.Duration
+	keyID   string
 }
 
 // associatedData binds a ciphertext to its tenant and key (empty key for an
@@ -165,4 +170,101 @@ func (a *keeperAEAD) DecryptWithContext(ctx context.Context, ct, ad []byte) ([]b
 		return nil, errors.New("wrapped key is bound to another tenant or key")
 	}
 	return msg[4+n:], nil
+}
+
+// KeyID is the id of this store's key-encryption key (Options.KeeperID);
+// "" when the store has no keeper or was given no id.
+func (s *Store) KeyID() string {
+	if s.seal == nil {
+		return ""
+	}
+	return s.seal.keyID
+}
+
+// SealedKey reports whether the object at key (a key as listed in the
+// store, relative to its namespace) is sealed and, if it is, the key id
+// recorded on it, and checks that this store's keeper unwraps its data
+// key. Only the object's attributes are read, never its bytes: operations
+// tools (doctor) use it to prove that this host's keeper is the
+// deployment's.
+//
+// Errors: ErrConfig when the object is sealed and this store has no
+// keeper; ErrKeeper or ErrAccessDenied, naming both key ids, when the
+// keeper cannot unwrap the data key; ErrPayloadCorrupt when it unwraps
+// but is bound to another tenant or key; the store's errors (a missing
+// object is ErrPayloadMissing).
+func (s *Store) SealedKey(ctx context.Context, key string) (sealed bool, keyID string, err error) {
+	attrs, err := s.bucket.Attributes(ctx, key)
+	if err != nil {
+		return false, "", storeError("claimcheck: read the attributes of a sealed object", err, true)
+	}
+	wrapped, keyID := attrs.Metadata[metaDEK], attrs.Metadata[metaKEKID]
+	if wrapped == "" {
+		return false, "", nil
+	}
+	if s.seal == nil {
+		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s and this store has no keeper: %w", keyIDText(keyID), ErrConfig)
+	}
+	if _, err := s.seal.openDataKey(ctx, wrapped, associatedData(attrs.Metadata[metaTenant], key)); err != nil {
+		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s, this keeper has key id %s: %w", keyIDText(keyID), keyIDText(s.seal.keyID), err)
+	}
+	return true, keyID, nil
+}
+
+// SealedObject is a sealed object found by FindSealed: its key, relative to
+// the store's namespace (a full key: print the tenant, never the key), its
+// tenant and the key id recorded on it ("" when sealed before key
+// ids were recorded).
+type SealedObject struct {
+	Key, Tenant, KeyID string
+}
+
+// FindSealed reads the attributes of up to scan objects, the first listed
+// under payloads/ and then under results/ of this store's namespace, and
+// returns the first sealed one of each recorded key id, in listing order
+// (nil when none of them is sealed). Temporary files of unfinished writes
+// are passed over. Only attributes are read, never bytes, and no keeper is
+// called: it tells whether a deployment holds anything a key-encryption
+// key protects (so that a lost key file is never silently replaced), and
+// gives doctor objects to prove this host's keeper on (SealedKey).
+//
+// Errors: the store's, classified (ErrUnavailable, ErrAccessDenied,
+// ErrConfig), without any object key in the message; an object deleted
+// between the listing and the read is passed over. scan < 1 means 100.
+func (s *Store) FindSealed(ctx context.Context, scan int) ([]SealedObject, error) {
+	if scan < 1 {
+		scan = 100
+	}
+	var found []SealedObject
+	seen := map[string]bool{}
+	for _, prefix := range []string{PrefixPayloads, PrefixResults} {
+		if scan == 0 {
+			break
+		}
+		objs, _, err := s.bucket.ListPage(ctx, blob.FirstPageToken, scan, &blob.ListOptions{Prefix: prefix})
+		if err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty listing
+			return nil, storeError("claimcheck: list the store's "+strings.TrimSuffix(prefix, "/")+" for sealed objects", err, false)
+		}
+		for _, o := range objs {
+			if o.IsDir || IsTempKey(o.Key) {
+				continue
+			}
+			scan--
+			attrs, err := s.bucket.Attributes(ctx, o.Key)
+			if gcerrors.Code(err) == gcerrors.NotFound {
+				continue
+			}
+			if err != nil {
+				return nil, storeError("claimcheck: read the attributes of one of the store's "+strings.TrimSuffix(prefix, "/"), err, false)
+			}
+			id := attrs.Metadata[metaKEKID]
+			if attrs.Metadata[metaDEK] == "" || seen[id] {
+				continue
+			}
+			seen[id] = true
+			tenant, _, _ := strings.Cut(strings.TrimPrefix(o.Key, prefix), "/")
+			found = append(found, SealedObject{Key: o.Key, Tenant: tenant, KeyID: id})
+		}
+	}
+	return found, nil
 }

@@ -542,11 +542,11 @@ func TestSealTamperedDataKey(t *testing.T) {
 	assertIs(t, err, claimcheck.ErrPayloadCorrupt)
 
 	// No sidecar at all: the object reads as unencrypted, which an
-	// encrypting store refuses.
+	// encrypting store refuses as a configuration mismatch.
 	if err := os.Remove(b.objectPath(tk.Key) + ".attrs"); err != nil {
 		t.Fatal(err)
 	}
-	assertRefusedAllWays(t, b.store, tk, data, claimcheck.ErrPayloadCorrupt)
+	assertRefusedAllWays(t, b.store, tk, data, claimcheck.ErrConfig)
 }
 
 // TestSealBoundToTenant copies one tenant's object, ciphertext and sidecar,
@@ -663,21 +663,25 @@ func TestSealConfigMismatch(t *testing.T) {
 		t.Fatalf("the encrypting store still claims it: %d bytes, %v", len(got), err)
 	}
 
-	// A store with a keeper refuses an unencrypted object: corrupt.
+	// A store with a keeper refuses an unencrypted object: a producer and
+	// worker configuration mismatch (retried, naming the fix), never a
+	// corrupt payload.
 	other := setup(t, nil)
 	ptk := other.checkIn(t, "acme", data, nil)
 	reader := open(t, "file://"+other.root, &claimcheck.Options{Keeper: newKeeper(t)})
-	assertRefusedAllWays(t, reader.store, ptk, data, claimcheck.ErrPayloadCorrupt)
+	assertRefusedAllWays(t, reader.store, ptk, data, claimcheck.ErrConfig)
 	_, err = readAllOpen(reader.ctx, reader.store, ptk)
-	if !claimcheck.IsPermanent(err) || !strings.Contains(err.Error(), "not encrypted") {
+	if claimcheck.IsPermanent(err) || !strings.Contains(err.Error(), "stored unencrypted") || !strings.Contains(err.Error(), "--keeper") {
 		t.Fatalf("unencrypted object on an encrypting store: %v", err)
 	}
 
-	// And an encrypting store does not take over an unencrypted object at
-	// the key it would write: a conflict, not a silent plaintext ticket.
+	// And an encrypting store does not take over an unencrypted object of
+	// the same bytes: it writes its own, sealed, under another key.
 	encOther := open(t, "file://"+other.root, &claimcheck.Options{Keeper: newKeeper(t)})
-	_, err = encOther.store.CheckIn(encOther.ctx, "acme", bytes.NewReader(data), nil)
-	assertIs(t, err, claimcheck.ErrKeyConflict)
+	etk, err := encOther.store.CheckIn(encOther.ctx, "acme", bytes.NewReader(data), nil)
+	if err != nil || etk.Key == ptk.Key {
+		t.Fatalf("sealed check-in of bytes stored plain: %v, key reused: %v", err, err == nil && etk.Key == ptk.Key)
+	}
 }
 
 // closedPort returns a local TCP address nothing listens on.

@@ -57,6 +57,12 @@ type Options struct {
 	// or claim with ErrKeeper, cause ErrTimeout. 0 means
 	// DefaultKeeperTimeout (30 s).
 	KeeperTimeout time.Duration
+	// KeeperID is the id of Keeper's key-encryption key (KeeperID and
+	// LocalKeyID compute it), recorded on every sealed object: check-ins
+	// reuse only objects sealed under the same id, and errors name the id
+	// a payload needs. Without it, reuse is decided by unwrapping the
+	// existing object's data key (one keeper call).
+	KeeperID string
 	// Tenants, when set, are the only tenants whose tickets Claim accepts;
 	// any other is ErrTicketForbidden, refused before any fetch.
 	Tenants []string
@@ -228,7 +234,7 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 		if opts.KeeperTimeout < 0 {
 			return nil, fmt.Errorf("claimcheck: negative keeper timeout %v: %w", opts.KeeperTimeout, ErrConfig)
 		}
-		s.seal = &sealer{keeper: opts.Keeper, timeout: opts.KeeperTimeout}
+		s.seal = &sealer{keeper: opts.Keeper, timeout: opts.KeeperTimeout, keyID: opts.KeeperID}
 	}
 	for _, t := range opts.Tenants {
 		if err := ValidateTenant(t); err != nil {
@@ -370,6 +376,10 @@ type ObjectInfo struct {
 	// Encrypted is true when the object is sealed (its Size is then the
 	// ciphertext's).
 	Encrypted bool `json:"encrypted"`
+	// KeyID is the id of the key-encryption key that sealed the object,
+	// as recorded on it ("" when not encrypted, or sealed before ids were
+	// recorded).
+	KeyID string `json:"key_id,omitempty"`
 	// MatchesTicket is true when the recorded digest and plaintext size
 	// equal the ticket's. It is metadata, not a verification: only a claim reads and
 	// hashes the bytes.
@@ -397,6 +407,7 @@ func (s *Store) Stat(ctx context.Context, t *Ticket) (*ObjectInfo, error) {
 	sum := attrs.Metadata[metaSHA256]
 	info := &ObjectInfo{Exists: true, Size: attrs.Size, ContentType: attrs.ContentType, ModTime: attrs.ModTime.UTC(),
 		Encrypted:     attrs.Metadata[metaDEK] != "",
+		KeyID:         attrs.Metadata[metaKEKID],
 		MatchesTicket: sum == t.SHA256 && attrs.Metadata[metaSize] == strconv.FormatInt(t.Size, 10)}
 	if !info.Encrypted && attrs.Size != t.Size {
 		info.MatchesTicket = false

@@ -73,7 +73,8 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 	if threshold == 0 {
 		threshold = -1 // --inline-threshold 0: nothing travels inline
 	}
-	keeper, err := openKeeper(ctx, g.keeper, data)
+	spool := (&env{data: data}).spoolDir()
+	keeper, keyID, err := openKeeper(ctx, g.keeper, data, func() (string, error) { return deploymentHolds(ctx, storeURL, database, spool) }, g.readOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +82,12 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		Secret:          secret,
 		SignTickets:     secret != nil,
 		Keeper:          keeper,
+		KeeperID:        keyID,
 		Tenants:         g.tenants,
 		InlineThreshold: threshold,
 		AlwaysOffload:   g.alwaysOffload,
 		MaxPayloadSize:  g.maxPayloadSize,
-		SpoolDir:        (&env{data: data}).spoolDir(),
+		SpoolDir:        spool,
 	})
 	if err != nil {
 		if keeper != nil {

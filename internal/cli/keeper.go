@@ -12,53 +12,121 @@ import (
 	"gocloud.dev/secrets"
 	_ "gocloud.dev/secrets/awskms" // awskms:// keepers
 	"gocloud.dev/secrets/localsecrets"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
 // keyFileName is the local key-encryption key of the embedded default,
 // created on first use under <data>/keys with mode 0600.
 const keyFileName = "kek.key"
 
-// openKeeper opens the keeper that wraps payload data keys: the URL given,
-// none for "none", or by default the local key file in the data directory,
-// created (32 random bytes, base64, mode 0600) on first use.
-func openKeeper(ctx context.Context, url, data string) (*secrets.Keeper, error) {
+// errKeyFileMissing is returned (wrapped) by localKey when the key file
+// does not exist and creating it is not allowed.
+var errKeyFileMissing = errors.New("key file missing")
+
+// openKeeper opens the keeper that wraps payload data keys and returns the
+// id of its key (claimcheck.KeeperID): the URL given, none for "none", or by
+// default the local key file in the data directory, created (32 random
+// bytes, URL-safe base64 as base64key:// takes it, mode 0600) on first use.
+// mayCreate is asked before a missing key file is created: a deployment
+// that already holds sealed payloads or jobs needs its old key restored,
+// never a new one.
+//
+// A command that only reads (readOnly) never creates a key file: without
+// one, and with nothing sealed in the deployment, it runs without a keeper
+// (it has nothing to unseal).
+func openKeeper(ctx context.Context, url, data string, mayCreate func() (string, error), readOnly bool) (*secrets.Keeper, string, error) {
 	switch {
 	case url == "none":
-		return nil, nil
+		return nil, "", nil
 	case url != "":
+		id, err := claimcheck.KeeperID(url)
+		if err != nil {
+			return nil, "", usagef("--keeper: %v", err)
+		}
 		k, err := secrets.OpenKeeper(ctx, url)
 		if err != nil {
 			scheme, _, _ := strings.Cut(url, "://")
-			return nil, usagef("--keeper %s://…: %v (compiled in: base64key://, awskms://)", scheme, err)
+			return nil, "", usagef("--keeper %s://…: %v (compiled in: base64key://, awskms://)", scheme, err)
 		}
-		return k, nil
+		return k, id, nil
 	}
-	key, err := localKey(data, keyFileName)
+	if readOnly {
+		if _, err := os.Stat(keyFilePath(data)); errors.Is(err, os.ErrNotExist) {
+			if err := refuseNewKey(keyFilePath(data), mayCreate); err != nil {
+				return nil, "", err
+			}
+			return nil, "", nil
+		}
+	}
+	key, err := localKey(data, keyFileName, mayCreate)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return localsecrets.NewKeeper([32]byte(key)), nil
+	return localsecrets.NewKeeper([32]byte(key)), claimcheck.LocalKeyID(key), nil
 }
 
+// keyFilePath is the data directory's key-encryption key file.
+func keyFilePath(data string) string { return filepath.Join(data, "keys", keyFileName) }
+
 // localKey reads the 32-byte key in <data>/keys/name, creating it on first
-// use.
-func localKey(data, name string) ([]byte, error) {
+// use. mayCreate, when set, is asked first: it says what sealed data the
+// deployment holds ("" for nothing), and a key file is then refused
+// (ErrConfig naming the file and what to restore) rather than replaced; an
+// error (the store or database cannot be read) is returned with its class.
+func localKey(data, name string, mayCreate func() (string, error)) ([]byte, error) {
 	dir := filepath.Join(data, "keys")
 	path := filepath.Join(dir, name)
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		if err := refuseNewKey(path, mayCreate); err != nil {
+			return nil, err
+		}
 		if raw, err = createKeyFile(dir, path); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("read key file %s: %v", path, unwrapPath(err))
 	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
-	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("key file %s does not hold 32 bytes in base64; restore it from backup (what it protects cannot be read without it)", path)
+	key, err := claimcheck.DecodeLocalKey(string(raw))
+	if err != nil {
+		return nil, fmt.Errorf("key file %s does not hold 32 bytes in base64 (%v); restore it from backup (what it protects cannot be read without it)", path, err)
 	}
 	return key, nil
 }
+
+// refuseNewKey returns nil when the missing key file path may be made:
+// mayCreate is nil or says the deployment holds nothing sealed. Otherwise
+// it is ErrConfig naming the file and what to restore, or the class of the
+// error that kept mayCreate from checking.
+func refuseNewKey(path string, mayCreate func() (string, error)) error {
+	if mayCreate == nil {
+		return nil
+	}
+	holds, err := mayCreate()
+	if err != nil {
+		return fmt.Errorf("key file %s does not exist, and whether this deployment holds sealed payloads cannot be checked, so no new key is made: %w", path, err)
+	}
+	if holds != "" {
+		return fmt.Errorf("key file %s is missing and %s: restore it from a backup or another host of this deployment (or pass the deployment's key with --keeper base64key://…; `claimcheck keys` prints it where the key is); a new key would make every sealed payload unreadable: %w: %w",
+			path, holds, errKeyFileMissing, claimcheck.ErrConfig)
+	}
+	return nil
+}
+
+// newKeyText is a fresh random key as a key file holds it and base64key://
+// takes it: URL-safe base64 (gocloud's localsecrets alphabet).
+func newKeyText() (string, error) {
+	key, err := localsecrets.NewRandomKey()
+	if err != nil {
+		return "", fmt.Errorf("generate key: %w", err)
+	}
+	return encodeKey(key[:]), nil
+}
+
+// encodeKey writes a key as key files and base64key:// hold it.
+func encodeKey(key []byte) string { return base64.URLEncoding.EncodeToString(key) }
 
 // createKeyFile writes a new random key atomically (O_EXCL: two processes
 // starting at once do not make two keys) with mode 0600.
@@ -66,11 +134,11 @@ func createKeyFile(dir, path string) ([]byte, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create key directory %s: %v", dir, unwrapPath(err))
 	}
-	key, err := localsecrets.NewRandomKey()
+	text, err := newKeyText()
 	if err != nil {
-		return nil, fmt.Errorf("generate key: %w", err)
+		return nil, err
 	}
-	enc := []byte(base64.StdEncoding.EncodeToString(key[:]) + "\n")
+	enc := []byte(text + "\n")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return os.ReadFile(path) // another process made it first
@@ -88,4 +156,74 @@ func createKeyFile(dir, path string) ([]byte, error) {
 		return nil, fmt.Errorf("sync key file %s: %v", path, err)
 	}
 	return enc, f.Close()
+}
+
+// deploymentHolds says what sealed data the deployment already holds
+// (objects sealed under a key, or jobs whose inline payload or result is
+// sealed), "" when it holds none, so that a missing key file may be created.
+// Jobs of a deployment run with --keeper none, and plain objects, need no
+// key and do not count. It reads only: a SQLite file that does not exist
+// is not created, and the store is opened without a keeper. err is set,
+// classified (the store's or the database's), when this cannot be checked.
+func deploymentHolds(ctx context.Context, storeURL, database, spool string) (string, error) {
+	if n, err := countSealedJobs(ctx, database); err != nil {
+		return "", fmt.Errorf("the job database cannot be read: %w", err)
+	} else if n > 0 {
+		return fmt.Sprintf("the job database holds %d jobs with sealed inline payloads or results", n), nil
+	}
+	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: spool})
+	if err != nil {
+		return "", err
+	}
+	defer store.Close()
+	found, err := store.FindSealed(ctx, 100)
+	if err != nil {
+		return "", err
+	}
+	if len(found) > 0 {
+		ids := make([]string, len(found))
+		for i, o := range found {
+			ids[i] = keyIDText(o.KeyID)
+		}
+		return "the store holds payloads sealed under key id " + strings.Join(ids, ", "), nil
+	}
+	return "", nil
+}
+
+// keyIDText shows a recorded key id, or says it was not recorded.
+func keyIDText(id string) string {
+	if id == "" {
+		return "(unrecorded)"
+	}
+	return id
+}
+
+// countSealedJobs counts the jobs in database whose arguments (an inline
+// ticket) or output (an inline result ticket) carry a wrapped data key
+// ("dek", docs/ticket.md); 0 for a SQLite file that does not exist or a
+// database without River's tables.
+func countSealedJobs(ctx context.Context, database string) (int64, error) {
+	t, err := dbopen.Parse(database)
+	if err != nil {
+		return 0, err
+	}
+	if t.Dialect == dbopen.SQLite {
+		if _, err := os.Stat(t.Path); errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+	}
+	db, err := dbopen.Open(ctx, t, &dbopen.Options{MaxConns: 1})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return 0, err
+	}
+	var n int64
+	err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM river_job WHERE CAST(args AS TEXT) LIKE '%"dek"%' OR CAST(metadata AS TEXT) LIKE '%"dek"%'`).Scan(&n)
+	if err != nil {
+		return 0, nil //nolint:nilerr // the database answers but has no River schema yet: no jobs
+	}
+	return n, nil
 }

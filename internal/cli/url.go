@@ -17,7 +17,7 @@ import (
 const urlKeyFile = "url.key"
 
 func (e *env) signer(baseURL string) (*resulturl.Signer, error) {
-	key, err := localKey(e.data, urlKeyFile)
+	key, err := localKey(e.data, urlKeyFile, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// keysOptions are the options of `claimcheck keys`.
+type keysOptions struct {
+	newKey bool
+}
+
+// Validate checks the options: there is nothing to combine wrongly yet.
+func (o *keysOptions) Validate() error { return nil }
+
+// keysJSON is what `keys --json` prints.
+type keysJSON struct {
+	Keeper string `json:"keeper"`
+	KeyID  string `json:"key_id"`
+	File   string `json:"file,omitempty"`
+}
+
+func newKeys(g *globals) *cobra.Command {
+	o := &keysOptions{}
+	c := &cobra.Command{
+		Use:   "keys [--new]",
+		Short: "Print the data directory's payload key in the form --keeper takes, to share it with other hosts",
+		Long: `Print the key-encryption key of the data directory (<data>/keys/kek.key, the
+default keeper) as a keeper URL, base64key://KEY, and its key id on standard
+error. Every host of one deployment must use the same key: pass the URL as
+--keeper (or CLAIMCHECK_KEEPER) on the others, or copy the key file to
+<data>/keys/kek.key there (the file is readable by base64key:// as it is).
+
+--new prints a fresh random key instead, and writes nothing: keep it in your
+secret store and give it to every host with --keeper.
+
+The output is the secret itself: do not paste it into tickets, logs or chat.
+A KMS keeper (awskms://...) needs no copying: use the same URL everywhere.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.run(cmd, g)
+		},
+	}
+	c.Flags().BoolVar(&o.newKey, "new", false, "print a fresh random key (base64key://...) and write nothing")
+	return c
+}
+
+func (o *keysOptions) run(cmd *cobra.Command, g *globals) error {
+	var out keysJSON
+	if o.newKey {
+		text, err := newKeyText()
+		if err != nil {
+			return err
+		}
+		out.Keeper = "base64key://" + text
+	} else {
+		if g.keeper != "" && g.keeper != "none" {
+			return usagef("--keeper (or CLAIMCHECK_KEEPER) is set: that is the key; keys prints only the data directory's key file")
+		}
+		data, err := filepath.Abs(g.data)
+		if err != nil {
+			return fmt.Errorf("data directory %q: %w", g.data, err)
+		}
+		out.File = keyFilePath(data)
+		raw, err := os.ReadFile(out.File)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("no key file %s: the data directory has no key yet (the first submit or work makes one), or it was lost (restore it); `claimcheck keys --new` prints a fresh one to share with --keeper", out.File)
+		}
+		if err != nil {
+			return fmt.Errorf("read key file %s: %v", out.File, unwrapPath(err))
+		}
+		key, err := claimcheck.DecodeLocalKey(string(raw))
+		if err != nil {
+			return fmt.Errorf("key file %s: %v", out.File, err)
+		}
+		out.Keeper = "base64key://" + encodeKey(key)
+	}
+	id, err := claimcheck.KeeperID(out.Keeper)
+	if err != nil {
+		return err
+	}
+	out.KeyID = id
+	if g.json {
+		return printJSON(cmd.OutOrStdout(), out)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), out.Keeper)
+	where := "a new key, written nowhere"
+	if out.File != "" {
+		where = "from " + out.File
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "claimcheck: key id %s (%s); this is the secret key: give it to every host of the deployment as --keeper or CLAIMCHECK_KEEPER\n", id, where)
+	return nil
+}
