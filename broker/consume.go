@@ -18,10 +18,13 @@ const (
 	Acked        Action = "acked"
 	Retried      Action = "retried"
 	DeadLettered Action = "dead-lettered"
-	// Released: the consumer stopped (its context was cancelled) before
-	// the handler finished; the delivery goes back to the queue
-	// (Transport.Retry after 2 s). The broker counts the delivery:
-	// the next one has Attempt incremented.
+	// Released: the consumer stopped before the handler finished (its
+	// context was cancelled: a drain deadline, an abort), or before it
+	// started a delivery it had received; the delivery goes back to the
+	// queue (Transport.Retry after 2 s) without spending an attempt. The
+	// broker counts the delivery all the same (its next Attempt is one
+	// more), so Consume records the release in the Inbox and takes the
+	// releases recorded for a delivery off its Attempt (Outcome.Attempt).
 	Released Action = "released"
 )
 
@@ -36,9 +39,17 @@ type Outcome struct {
 	Queue string
 	// Job is the outbox entry the message was relayed from (its AttrJob
 	// attribute), 0 if it has none.
-	Job     int64
-	Kind    string
-	Tenant  string
+	Job    int64
+	Kind   string
+	Tenant string
+	// Delivery is the transport's id of the message (Delivery.ID): that of
+	// one publish, where ID is the same for every replay of an outbox
+	// entry.
+	Delivery string
+	// Attempt is the attempt this delivery is: the transport's
+	// Delivery.Attempt less the releases (Released) the Inbox recorded for
+	// this Delivery, at least 1. It is the handler's Job.Attempt and what
+	// MaxAttempts is compared with.
 	Attempt int
 	// MaxAttempts is the limit applied: the message's AttrMaxAttempts, or
 	// ConsumeOptions.MaxAttempts.
@@ -77,13 +88,24 @@ type Outcome struct {
 // (Outcome.Queue): a message the broker copies to several queues is
 // processed once in each.
 type Inbox interface {
-	// Processed reports whether message id has been recorded with Action
-	// Acked for queue.
-	Processed(ctx context.Context, queue, id string) (bool, error)
+	// Seen reports what is recorded for message id from queue: whether an
+	// outcome with Action Acked is, and how many releases (Action
+	// Released) of its publish delivery (Outcome.Delivery) are.
+	Seen(ctx context.Context, queue, id, delivery string) (Seen, error)
 	// Record records o, the outcome of one attempt at message o.ID from
 	// queue o.Queue, before the delivery is settled. Recording Acked makes
-	// Processed true for that message and queue.
+	// Seen's Processed true for that message and queue; recording Released
+	// counts one more release of o.Delivery.
 	Record(ctx context.Context, o Outcome) error
+}
+
+// Seen is what an Inbox holds for one message and consuming queue.
+type Seen struct {
+	// Processed: an outcome with Action Acked is recorded.
+	Processed bool
+	// Released is the number of releases recorded for the delivery asked
+	// about: deliveries the broker counted that spent no attempt.
+	Released int
 }
 
 // Releaser drops one reference to a payload once its message is
@@ -157,7 +179,8 @@ type ConsumeOptions struct {
 	// dead-lettered (ticket-invalid), since their bytes cannot be verified.
 	AdoptTenant string
 	// Drain, if set, stops Consume gracefully when closed: it stops
-	// receiving, finishes the deliveries it holds, and returns nil.
+	// receiving, lets the running handler finish, releases the deliveries
+	// it received but has not started (Released), and returns nil.
 	Drain <-chan struct{}
 	// OnDone, if set, is called after each delivery is settled.
 	OnDone func(d *Delivery, o Outcome)
@@ -174,9 +197,10 @@ var ErrUnknownKind = errors.New("no handler for kind")
 // Consume receives from tr and works each delivery through store.Work until
 // ctx is done, then returns nil. Deliveries are worked one at a time, in
 // the order received; run several Consume calls for concurrency. Once ctx
-// is done, deliveries received but not started are left unsettled for the
-// broker to redeliver; cancelling ctx also cancels a running handler's
-// context: close Drain instead to let running handlers finish.
+// is done or Drain closed, deliveries received but not started go back to
+// the queue without spending an attempt (Released); cancelling ctx also
+// cancels a running handler's context, and its delivery is released the
+// same way: close Drain instead to let a running handler finish.
 // The handler's Job.ID is the outbox entry's job id (AttrJob) when the
 // message has one, else the message id.
 //
@@ -286,10 +310,17 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 		}
 		failures = 0
 		held := holdLeases(ctx, tr, ds, lease, every, report)
-		for _, d := range ds {
-			if ctx.Err() != nil {
-				// Stopping: deliveries not yet started stay unsettled, and
-				// the broker redelivers them to a running consumer.
+		for i, d := range ds {
+			if ctx.Err() != nil || closed(opts.Drain) {
+				// Stopping: deliveries received but not started go back
+				// to the queue at once, their attempts not spent.
+				for _, d := range ds[i:] {
+					held.release(d)
+					o := released(ctx, tr, queue, opts, d, nil, report)
+					if opts.OnDone != nil && o != nil {
+						opts.OnDone(d, *o)
+					}
+				}
 				held.stop()
 				return nil
 			}
@@ -299,6 +330,16 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 			}
 		}
 		held.stop()
+	}
+}
+
+// closed reports whether ch is closed (false for nil).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return ch != nil
+	default:
+		return false
 	}
 }
 
@@ -404,39 +445,32 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 	// Settle even if ctx was cancelled while the handler ran: the outcome
 	// is known and should not be lost.
 	sctx := context.WithoutCancel(ctx)
-	o := Outcome{ID: MessageKey(d), Queue: queue, Attempt: d.Attempt}
-	o.Job, _ = strconv.ParseInt(d.Attributes[AttrJob], 10, 64)
-	o.MaxAttempts = opts.MaxAttempts
-	if n, err := strconv.Atoi(d.Attributes[AttrMaxAttempts]); err == nil && n > 0 {
-		o.MaxAttempts = n
-	}
+	o := outcomeOf(queue, opts, d)
 	done := false
 	if opts.Inbox != nil && o.ID != "" {
-		seen, err := opts.Inbox.Processed(ctx, o.Queue, o.ID)
+		seen, err := opts.Inbox.Seen(ctx, o.Queue, o.ID, o.Delivery)
 		switch {
 		case err != nil:
 			o = opts.fail(o, fmt.Errorf("broker: inbox: %w", err), false)
 			done = true
-		case seen:
+		case seen.Processed:
 			o.Action, o.Duplicate = Acked, true
 			o.Kind = d.Attributes[AttrKind]
 			if dec, err := DecodeBody(d.Message); err == nil && dec.Kind == KindTicket {
 				o.Ticket, o.Tenant = dec.Ticket, dec.Ticket.Tenant
 			}
 			done = true
+		default:
+			o.Attempt = max(d.Attempt-seen.Released, 1)
 		}
 	}
 	if !done {
 		o = workHeld(ctx, store, opts, d, o, report)
 		if ctx.Err() != nil && o.Action != Acked {
 			// Stopped before the handler finished: back to the queue at
-			// once, for the next consumer.
+			// once, for the next consumer, the attempt not spent.
 			held.release(d)
-			if err := tr.Retry(sctx, d, releaseDelay); err != nil {
-				report(fmt.Errorf("broker: consume: release %s; the broker will redeliver it: %w", o.ID, err))
-			}
-			o.Action = Released
-			return &o
+			return released(ctx, tr, queue, opts, d, &o, report)
 		}
 		if opts.Inbox != nil && o.ID != "" {
 			if err := recordHeld(ctx, opts, o, report); err != nil && o.Action == Acked {
@@ -473,6 +507,48 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 		return nil
 	}
 	return &o
+}
+
+// outcomeOf is the outcome of d before anything is done with it: its
+// keys, its attempt as the transport counts it, its attempt limit.
+func outcomeOf(queue string, opts ConsumeOptions, d *Delivery) Outcome {
+	o := Outcome{ID: MessageKey(d), Queue: queue, Delivery: d.ID, Attempt: d.Attempt}
+	o.Job, _ = strconv.ParseInt(d.Attributes[AttrJob], 10, 64)
+	o.MaxAttempts = opts.MaxAttempts
+	if n, err := strconv.Atoi(d.Attributes[AttrMaxAttempts]); err == nil && n > 0 {
+		o.MaxAttempts = n
+	}
+	o.Kind = d.Attributes[AttrKind]
+	return o
+}
+
+// released sends d back to the queue without spending its attempt: the
+// release is recorded in the Inbox (so the next delivery's Attempt does
+// not count it), then d is retried after releaseDelay. o is d's outcome
+// so far (nil for a delivery not started). A release the Inbox cannot
+// record is reported, and then counts as an attempt; one the transport
+// cannot send is reported, and the broker redelivers d after its lease.
+func released(ctx context.Context, tr Transport, queue string, opts ConsumeOptions, d *Delivery, o *Outcome, report func(error)) *Outcome {
+	sctx := context.WithoutCancel(ctx)
+	if o == nil {
+		oo := outcomeOf(queue, opts, d)
+		o = &oo
+		if opts.Inbox != nil && o.ID != "" {
+			if seen, err := opts.Inbox.Seen(sctx, o.Queue, o.ID, o.Delivery); err == nil {
+				o.Attempt = max(d.Attempt-seen.Released, 1)
+			}
+		}
+	}
+	o.Action, o.Err, o.Reason, o.Delay, o.Result = Released, nil, "", releaseDelay, nil
+	if opts.Inbox != nil && o.ID != "" {
+		if err := opts.Inbox.Record(sctx, *o); err != nil {
+			report(fmt.Errorf("broker: consume: record the release of %s (it counts as an attempt): %w", o.ID, err))
+		}
+	}
+	if err := tr.Retry(sctx, d, releaseDelay); err != nil {
+		report(fmt.Errorf("broker: consume: release %s; the broker will redeliver it: %w", o.ID, err))
+	}
+	return o
 }
 
 // MessageKey is the idempotency key of d, by which an Inbox records it:
@@ -592,7 +668,7 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 	if !ok {
 		return fail(fmt.Errorf("broker: %w %q in this consumer", ErrUnknownKind, o.Kind), false)
 	}
-	job := &claimcheck.Job{ID: o.ID, Kind: o.Kind, Tenant: t.Tenant, Attempt: d.Attempt}
+	job := &claimcheck.Job{ID: o.ID, Kind: o.Kind, Tenant: t.Tenant, Attempt: o.Attempt}
 	if o.Job > 0 {
 		job.ID = strconv.FormatInt(o.Job, 10) // the outbox entry, as jobs lists it
 	}

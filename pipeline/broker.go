@@ -174,13 +174,13 @@ loop:
 	case <-finished:
 	case <-deadline.C:
 		if running := describe(&inflight); running != "" {
-			drain.say("drain timeout of %s: %s go back to the queue", drain.timeout, running)
+			drain.say("drain timeout of %s: %s go back to the queue, attempt not spent", drain.timeout, running)
 		}
 		cancelRun()
 		<-finished
 	case <-drain.abort:
 		if running := describe(&inflight); running != "" {
-			drain.say("stopping at once: %s go back to the queue", running)
+			drain.say("stopping at once: %s go back to the queue, attempt not spent", running)
 		}
 		cancelRun()
 		<-finished

@@ -244,7 +244,8 @@ func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 // the entry (River's state "completed").
 const (
 	// StateSent: the broker confirmed the entry; no consumer has recorded
-	// an outcome in the inbox yet.
+	// an outcome in the inbox yet, or the latest was a release (a stopping
+	// consumer returned it unworked, attempt not spent).
 	StateSent = "sent"
 	// StateRetrying: a consumer's attempt failed and the broker holds the
 	// message for a later one.
@@ -276,6 +277,9 @@ func (p *Pipeline) overlayInbox(ctx context.Context, j *JobInfo) error {
 	switch action {
 	case "acked":
 		j.State = string(rivertype.JobStateCompleted)
+	case "released":
+		// Back in the queue: the released attempt is not spent.
+		j.State, j.Attempts = StateSent, attempt-1
 	case "dead-lettered":
 		j.State, j.Dead, j.Reason, j.Error = StateDead, true, reason, errText
 	default:

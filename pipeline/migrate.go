@@ -210,6 +210,28 @@ var registrySchema = []registryStep{
 		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
 		pg:     `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
 	},
+	{
+		// The broker consumers' releases (Pipeline.Inbox): per message and
+		// consuming queue, how many deliveries of its latest publish
+		// (delivery_id, the transport's id) a stopping consumer returned
+		// unworked; they spend no attempt (broker.Released).
+		name:  "create table claimcheck_released",
+		table: "claimcheck_released",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_released (
+		message_id  TEXT    NOT NULL,
+		queue       TEXT    NOT NULL,
+		delivery_id TEXT    NOT NULL,
+		released    INTEGER NOT NULL,
+		PRIMARY KEY (message_id, queue)
+	)`,
+		pg: `CREATE TABLE IF NOT EXISTS claimcheck_released (
+		message_id  TEXT    NOT NULL,
+		queue       TEXT    NOT NULL,
+		delivery_id TEXT    NOT NULL,
+		released    INTEGER NOT NULL,
+		PRIMARY KEY (message_id, queue)
+	)`,
+	},
 }
 
 // jobDB is an open job database with its River driver.

@@ -285,21 +285,31 @@ func (p *Pipeline) Inbox() broker.Inbox { return inbox{p} }
 
 type inbox struct{ p *Pipeline }
 
-// Processed implements broker.Inbox.
-func (in inbox) Processed(ctx context.Context, queue, id string) (bool, error) {
+// Seen implements broker.Inbox.
+func (in inbox) Seen(ctx context.Context, queue, id, delivery string) (broker.Seen, error) {
+	var seen broker.Seen
 	var n int
 	err := in.p.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM claimcheck_consumed WHERE message_id = $1 AND queue = $2 AND action = $3`,
 		id, queue, string(broker.Acked)).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("pipeline: inbox lookup: %w", err)
+		return seen, fmt.Errorf("pipeline: inbox lookup: %w", err)
 	}
-	return n > 0, nil
+	seen.Processed = n > 0
+	if seen.Processed {
+		return seen, nil
+	}
+	err = in.p.db.QueryRowContext(ctx, `SELECT released FROM claimcheck_released WHERE message_id = $1 AND queue = $2 AND delivery_id = $3`,
+		id, queue, delivery).Scan(&seen.Released)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return seen, fmt.Errorf("pipeline: inbox lookup: %w", err)
+	}
+	return seen, nil
 }
 
 // Record implements broker.Inbox: it upserts the outcome (never replacing
-// an acked one) and, for a result, writes its claims-registry row under
-// the outbox entry's job id (0 for a message from elsewhere), in one
-// transaction.
+// an acked one), counts a release in claimcheck_released and, for a
+// result, writes its claims-registry row under the outbox entry's job id
+// (0 for a message from elsewhere), in one transaction.
 func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 	var result sql.NullString
 	if o.Result != nil {
@@ -323,6 +333,17 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 			o.ID, o.Queue, o.Job, o.Kind, o.Tenant, string(o.Action), o.Attempt, o.Reason, errText, result, time.Now().UTC())
 		if err != nil {
 			return fmt.Errorf("pipeline: inbox record: %w", err)
+		}
+		if o.Action == broker.Released {
+			// Counted per publish: another delivery id (a replay) starts
+			// from 1.
+			_, err := tx.ExecContext(ctx, `INSERT INTO claimcheck_released (message_id, queue, delivery_id, released) VALUES ($1, $2, $3, 1)
+				ON CONFLICT (message_id, queue) DO UPDATE SET
+					released = CASE WHEN claimcheck_released.delivery_id = excluded.delivery_id THEN claimcheck_released.released + 1 ELSE 1 END,
+					delivery_id = excluded.delivery_id`, o.ID, o.Queue, o.Delivery)
+			if err != nil {
+				return fmt.Errorf("pipeline: inbox record release: %w", err)
+			}
 		}
 		if o.Action == broker.Acked && o.Result != nil {
 			return register(ctx, tx, o.Job, roleResult, o.Result)

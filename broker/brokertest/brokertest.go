@@ -36,6 +36,7 @@ func RunConformance(t *testing.T, newTransport func(t *testing.T) broker.Transpo
 	t.Run("ConsumeEndToEnd", func(t *testing.T) { testConsume(t, newTransport(t)) })
 	t.Run("DuplicateProcessedOnce", func(t *testing.T) { testDuplicate(t, newTransport(t)) })
 	t.Run("ReplayDeliveredOnce", func(t *testing.T) { testReplay(t, newTransport(t)) })
+	t.Run("ReleaseSpendsNoAttempt", func(t *testing.T) { testRelease(t, newTransport(t)) })
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -386,21 +387,28 @@ func testConsume(t *testing.T, tr broker.Transport) {
 // memInbox is an in-process broker.Inbox for the suite (the real one,
 // pipeline.Pipeline.Inbox, keeps it in the job database).
 type memInbox struct {
-	mu   sync.Mutex
-	done map[string]bool
+	mu       sync.Mutex
+	done     map[string]bool
+	released map[string]int // queue, id and delivery → releases
 }
 
-func (m *memInbox) Processed(_ context.Context, queue, id string) (bool, error) {
+func (m *memInbox) Seen(_ context.Context, queue, id, delivery string) (broker.Seen, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.done[queue+"\n"+id], nil
+	return broker.Seen{Processed: m.done[queue+"\n"+id], Released: m.released[queue+"\n"+id+"\n"+delivery]}, nil
 }
 
 func (m *memInbox) Record(_ context.Context, o broker.Outcome) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if o.Action == broker.Acked {
+	switch o.Action {
+	case broker.Acked:
 		m.done[o.Queue+"\n"+o.ID] = true
+	case broker.Released:
+		if m.released == nil {
+			m.released = map[string]int{}
+		}
+		m.released[o.Queue+"\n"+o.ID+"\n"+o.Delivery]++
 	}
 	return nil
 }
@@ -583,6 +591,116 @@ func testReplay(t *testing.T, tr broker.Transport) {
 			if err := tr.Ack(ctx, d); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	expectNone(t, tr.Receive, 300*time.Millisecond)
+}
+
+// testRelease stops a consumer twice while its handler runs (a drain
+// deadline: Drain closed, then the context cancelled): the running
+// delivery and those received but not started go back to the queue
+// (broker.Released) each time, and a third consumer works every message
+// on attempt 1, its Job.Attempt and Outcome.Attempt alike, though the
+// broker has delivered it up to three times.
+func testRelease(t *testing.T, tr broker.Transport) {
+	ctx := ctxFor(t, 90*time.Second)
+	store := FileStore(t, nil)
+	var msgs []broker.Message
+	for i := range 3 {
+		tk, err := store.CheckIn(ctx, "acme", strings.NewReader(fmt.Sprintf("released %d", i)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := broker.NewMessage("rel", tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Attributes[broker.AttrID] = fmt.Sprintf("cc-release-%d-0123456789abcdef", i)
+		msgs = append(msgs, m)
+	}
+	if err := tr.Publish(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	inbox := &memInbox{done: map[string]bool{}}
+	for round := 1; round <= 2; round++ {
+		started := make(chan struct{})
+		var once sync.Once
+		var mu sync.Mutex
+		var outcomes []broker.Outcome
+		cctx, cancel := context.WithCancel(ctx)
+		drain := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+				Inbox: inbox, Drain: drain,
+				Handlers: map[string]claimcheck.Handler{"rel": claimcheck.HandlerFunc(func(hctx context.Context, j *claimcheck.Job) (*claimcheck.Result, error) {
+					once.Do(func() { close(started) })
+					<-hctx.Done()
+					return nil, hctx.Err()
+				})},
+				OnDone: func(_ *broker.Delivery, o broker.Outcome) { mu.Lock(); outcomes = append(outcomes, o); mu.Unlock() },
+			})
+		}()
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: no delivery reached the handler", round)
+		}
+		close(drain)
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if len(outcomes) == 0 {
+			t.Fatalf("round %d: no outcome", round)
+		}
+		for _, o := range outcomes {
+			if o.Action != broker.Released || o.Attempt != 1 {
+				t.Errorf("round %d: outcome %s on attempt %d, want released on attempt 1", round, o.Action, o.Attempt)
+			}
+		}
+		mu.Unlock()
+	}
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	var outcomes []broker.Outcome
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+			Inbox: inbox,
+			Handlers: map[string]claimcheck.Handler{"rel": claimcheck.HandlerFunc(func(_ context.Context, j *claimcheck.Job) (*claimcheck.Result, error) {
+				mu.Lock()
+				attempts[j.ID] = j.Attempt
+				mu.Unlock()
+				return nil, nil
+			})},
+			OnDone: func(_ *broker.Delivery, o broker.Outcome) { mu.Lock(); outcomes = append(outcomes, o); mu.Unlock() },
+		})
+	}()
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(outcomes)
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after two releases: %d of 3 messages worked", n)
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, o := range outcomes {
+		if o.Action != broker.Acked || o.Attempt != 1 || attempts[o.ID] != 1 {
+			t.Errorf("message %s: %s on attempt %d (handler saw %d), want acked on attempt 1", o.ID, o.Action, o.Attempt, attempts[o.ID])
 		}
 	}
 	expectNone(t, tr.Receive, 300*time.Millisecond)

@@ -73,8 +73,10 @@ func TestFanOutUnknownRefusesDeleteOnAck(t *testing.T) {
 
 type nopInbox struct{}
 
-func (nopInbox) Processed(context.Context, string, string) (bool, error) { return false, nil }
-func (nopInbox) Record(context.Context, broker.Outcome) error            { return nil }
+func (nopInbox) Seen(context.Context, string, string, string) (broker.Seen, error) {
+	return broker.Seen{}, nil
+}
+func (nopInbox) Record(context.Context, broker.Outcome) error { return nil }
 
 type nopReleaser struct{}
 

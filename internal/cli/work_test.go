@@ -56,9 +56,9 @@ func waitFile(t *testing.T, path string) {
 	t.Fatalf("%s never appeared: the handler did not start", path)
 }
 
-// The first SIGTERM or interrupt (ctx cancelled) lets a running --exec
-// handler finish: the job completes on attempt 1 and work exits 0. With a
-// shorter --drain-timeout the job goes back to the queue, its attempt not
+// The first SIGTERM or interrupt (ctx cancelled) lets a running 8 s --exec
+// handler finish: the job completes on attempt 1 and work exits 0. With
+// --drain-timeout 2s the job goes back to the queue, its attempt not
 // spent, and the next worker completes it on attempt 1.
 func TestWorkDrainsOnSignal(t *testing.T) {
 	for name, newDB := range databases(t) {
@@ -66,7 +66,7 @@ func TestWorkDrainsOnSignal(t *testing.T) {
 			b := setup(t)
 			db := []string{"--database", newDB(t)}
 			mark := filepath.Join(t.TempDir(), "started")
-			handler := []string{"--exec", "--", "sh", "-c", "touch " + mark + "; sleep 3; cat"}
+			handler := []string{"--exec", "--", "sh", "-c", "touch " + mark + "; sleep 8; cat"}
 			j := b.submit(append(db, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "TeXShopAndAsymptote.pdf"))...)
 
 			ctx, cancel := context.WithCancel(context.Background())
@@ -84,12 +84,12 @@ func TestWorkDrainsOnSignal(t *testing.T) {
 			os.Remove(mark)
 			j = b.submit(append(db, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "TeXShopAndAsymptote.pdf"))...)
 			ctx, cancel = context.WithCancel(context.Background())
-			wait = b.bg(ctx, append(db, append([]string{"work", "--kind", "slow", "--drain-timeout", "500ms"}, handler...)...)...)
+			wait = b.bg(ctx, append(db, append([]string{"work", "--kind", "slow", "--drain-timeout", "2s"}, handler...)...)...)
 			waitFile(t, mark)
 			cancel()
 			r = wait()
 			if r.code != 0 || !strings.Contains(r.stderr, "go back to the queue, attempt not spent") {
-				t.Fatalf("work after SIGTERM with --drain-timeout 500ms: exit %d\nstderr: %s", r.code, r.stderr)
+				t.Fatalf("work after SIGTERM with --drain-timeout 2s: exit %d\nstderr: %s", r.code, r.stderr)
 			}
 			for _, got := range b.jobs(append(db, "--kind", "slow")...) {
 				if got.ID == j.ID && (got.State != "available" || got.Attempts != 0) {
@@ -184,16 +184,18 @@ func alive(pid int) bool {
 	return !strings.HasPrefix(after, "Z")
 }
 
-// On each broker, the first SIGTERM lets a running --exec handler finish
-// (acknowledged on attempt 1, exit 0); with a shorter --drain-timeout the
-// delivery goes back to the queue at once and the next worker completes it.
+// On each broker, the first SIGTERM lets a running 8 s --exec handler
+// finish (acknowledged on attempt 1, exit 0); with --drain-timeout 2s the
+// delivery goes back to the queue at once, its attempt not spent (jobs
+// shows it sent with 0 attempts), and the next worker completes it on
+// attempt 1.
 func TestBrokerWorkDrainsOnSignal(t *testing.T) {
 	for _, bc := range brokers {
 		t.Run(bc.name, func(t *testing.T) {
 			u := bc.url(t)
 			b := setup(t)
 			mark := filepath.Join(t.TempDir(), "started")
-			handler := []string{"--exec", "--", "sh", "-c", "touch " + mark + "; sleep 3; cat"}
+			handler := []string{"--exec", "--", "sh", "-c", "touch " + mark + "; sleep 8; cat"}
 			b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
 			ctx, cancel := context.WithCancel(context.Background())
 			wait := b.bg(ctx, append([]string{"--broker", u, "work", "--kind", "slow"}, handler...)...)
@@ -208,18 +210,23 @@ func TestBrokerWorkDrainsOnSignal(t *testing.T) {
 			}
 
 			os.Remove(mark)
-			b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+			j := b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
 			ctx, cancel = context.WithCancel(context.Background())
-			wait = b.bg(ctx, append([]string{"--broker", u, "work", "--kind", "slow", "--drain-timeout", "500ms"}, handler...)...)
+			wait = b.bg(ctx, append([]string{"--broker", u, "work", "--kind", "slow", "--drain-timeout", "2s"}, handler...)...)
 			waitFile(t, mark)
 			cancel()
-			if r := wait(); r.code != 0 || !strings.Contains(r.stderr, "go back to the queue") {
-				t.Fatalf("work after SIGTERM with --drain-timeout 500ms: exit %d\nstderr: %s", r.code, r.stderr)
+			if r := wait(); r.code != 0 || !strings.Contains(r.stderr, "go back to the queue, attempt not spent") {
+				t.Fatalf("work after SIGTERM with --drain-timeout 2s: exit %d\nstderr: %s", r.code, r.stderr)
 			}
-			b.ok(append([]string{"--broker", u, "work", "--kind", "slow", "--until-empty", "--idle", "2s"}, handler...)...)
 			for _, got := range b.jobs() {
-				if got.State != "completed" {
-					t.Errorf("next worker: %+v, want completed", got)
+				if got.ID == j.ID && (got.State != "sent" || got.Attempts != 0) {
+					t.Errorf("released job: %+v, want sent (back in the queue) with 0 attempts", got)
+				}
+			}
+			b.ok(append([]string{"--broker", u, "work", "--kind", "slow", "--until-empty", "--idle", "4s"}, handler...)...)
+			for _, got := range b.jobs() {
+				if got.State != "completed" || got.Attempts != 1 {
+					t.Errorf("next worker: %+v, want completed on attempt 1", got)
 				}
 			}
 		})
