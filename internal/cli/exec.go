@@ -39,16 +39,15 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		os.Remove(out.Name()) // unlinked: nothing is left behind
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		// Its own process group, ended whole when the job's context is
-		// cancelled (drain deadline, second signal, job timeout): a
-		// grandchild of sh -c does not outlive it. A killed worker does not
-		// leave it running either.
-		ownProcessGroup(cmd)
+		// cancelled (drain deadline, second signal, job timeout) and when it
+		// exits: a grandchild of sh -c does not outlive it. A killed worker
+		// does not leave it running either (runGuarded).
 		cmd.WaitDelay = 5 * time.Second
 		tail := &tailWriter{max: stderrTail}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, io.MultiWriter(stderr, tail)
 		cmd.Env = append(handlerEnv(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
 			"CLAIMCHECK_TENANT="+job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt))
-		if err := cmd.Run(); err != nil {
+		if err := runGuarded(cmd); err != nil {
 			out.Close()
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == exitDataErr {
