@@ -85,10 +85,11 @@ func (b *testBundle) consumeUntil(t *testing.T, tr broker.Transport, opts broker
 
 // TestReplayInsideJetStreamDuplicateWindow: an outbox entry relayed to
 // JetStream is dead-lettered, then replayed (Replay) while the stream still
-// remembers the first publish's Nats-Msg-Id (its duplicate window is 2
-// minutes; the replay goes out a few seconds after the first publish, as at
-// 10 s). The replay is delivered with an id of its own, its handler runs
-// exactly once, and the job is completed.
+// remembers the first publish's Nats-Msg-Id: its duplicate window is 2
+// minutes and the replay goes out 10 s after the first publish (a real
+// wait: the window is the server's clock). The replay is delivered with an
+// id of its own, its handler runs exactly once (nothing more arrives in 2.5
+// ack waits), and the job is completed.
 func TestReplayInsideJetStreamDuplicateWindow(t *testing.T) {
 	tr := openJetStream(t, natsjs.Options{AckWait: 2 * time.Second})
 	b := setup(t, dbtest.SQLite(t), nil)
@@ -114,9 +115,12 @@ func TestReplayInsideJetStreamDuplicateWindow(t *testing.T) {
 	if got[0].Action != broker.DeadLettered {
 		t.Fatalf("first outcome %s, want dead-lettered", got[0].Action)
 	}
+	firstDelivery, key := got[0].Delivery, got[0].ID
 	if j := b.get(t, res.JobID); !j.Dead {
 		t.Fatalf("job %d: state %s, want dead", j.ID, j.State)
 	}
+	const replayAfter = 10 * time.Second
+	time.Sleep(time.Until(first.Add(replayAfter)))
 	if _, err := b.p.Replay(b.ctx, res.JobID); err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +131,12 @@ func TestReplayInsideJetStreamDuplicateWindow(t *testing.T) {
 	quiet := b.consumeUntil(t, tr, opts, 5*time.Second, func([]broker.Outcome) bool { return true })
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("replay published %v after the first publish (duplicate window %v): outcome %s, handler runs %d, later deliveries %d",
-		replayed.Round(10*time.Millisecond), tr.Options().DuplicateWindow, got[0].Action, len(runs), len(quiet))
-	if replayed >= tr.Options().DuplicateWindow {
+	t.Logf("replay published %v after the first publish (duplicate window %v) as message %s (first %s): outcome %s, handler runs %d, later deliveries %d",
+		replayed.Round(10*time.Millisecond), tr.Options().DuplicateWindow, got[0].Delivery, firstDelivery, got[0].Action, len(runs), len(quiet))
+	if got[0].Delivery == firstDelivery || got[0].ID != key {
+		t.Errorf("replay delivered as message %s with key %s; want an id of its own (not %s) and the key %s", got[0].Delivery, got[0].ID, firstDelivery, key)
+	}
+	if replayed < replayAfter || replayed >= tr.Options().DuplicateWindow {
 		t.Fatalf("the replay went out %v after the first publish, outside the %v window: the test proves nothing", replayed, tr.Options().DuplicateWindow)
 	}
 	if got[0].Action != broker.Acked || got[0].Duplicate || len(runs) != 2 || len(quiet) != 0 {

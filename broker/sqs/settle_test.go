@@ -3,11 +3,16 @@ package sqsq
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -39,8 +44,41 @@ func (s *standInSQS) setVisibility(url string, d time.Duration) {
 // the same queue.
 func TestLeaseFollowsVisibilityAgainstStandIn(t *testing.T) {
 	raw, s := openStandIn(t, 0)
-	const visibility, handlerTime = 5 * time.Second, 7 * time.Second
-	s.setVisibility(raw.QueueURL(), visibility)
+	s.setVisibility(raw.QueueURL(), leaseVisibility)
+	testLeaseFollowsVisibility(t, raw, func() (int, int) { return s.count(raw.QueueURL()) })
+}
+
+// TestLeaseFollowsVisibilityAgainstFauxqs: the same on fauxqs, the queue's
+// VisibilityTimeout set to 5 s with SetQueueAttributes.
+func TestLeaseFollowsVisibilityAgainstFauxqs(t *testing.T) {
+	c := fauxqsClient(t)
+	raw := openFauxqs(t, c, 0, Options{})
+	url := aws.String(raw.QueueURL())
+	if _, err := c.SetQueueAttributes(t.Context(), &sqs.SetQueueAttributesInput{QueueUrl: url,
+		Attributes: map[string]string{string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(leaseVisibility / time.Second))}}); err != nil {
+		t.Fatal(err)
+	}
+	testLeaseFollowsVisibility(t, raw, func() (int, int) {
+		out, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: url, AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		visible, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+		inflight, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+		return visible, inflight
+	})
+}
+
+// leaseVisibility is the visibility timeout of the lease tests' queues.
+const leaseVisibility = 5 * time.Second
+
+// testLeaseFollowsVisibility works one message with a 7 s handler on raw,
+// whose queue's visibility timeout is leaseVisibility, with two consumers
+// polling, and checks it was extended, acknowledged once on attempt 1,
+// and that the queue is empty (count: visible and in-flight messages).
+func testLeaseFollowsVisibility(t *testing.T, raw *Transport, count func() (visible, inflight int)) {
+	const visibility, handlerTime = leaseVisibility, 7 * time.Second
 	if got, err := raw.Lease(t.Context()); err != nil || got != visibility {
 		t.Fatalf("Lease = %v, %v; want the queue's %v", got, err, visibility)
 	}
@@ -96,7 +134,7 @@ func TestLeaseFollowsVisibilityAgainstStandIn(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	visible, inflight := s.count(raw.QueueURL())
+	visible, inflight := count()
 	t.Logf("visibility %v, handler %v: %d extensions, handler runs %d, outcomes %d, queue visible %d in flight %d",
 		visibility, handlerTime, tr.extends.Load(), runs.Load(), len(outcomes), visible, inflight)
 	if tr.extends.Load() < 1 || runs.Load() != 1 || len(outcomes) != 1 || outcomes[0].Action != broker.Acked || outcomes[0].Attempt != 1 || visible+inflight != 0 {

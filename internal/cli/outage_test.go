@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -113,8 +115,8 @@ func TestSubmitStalledStoreFailsCleanly(t *testing.T) {
 // A worker whose store is silent (a proxy in front of the real S3 server
 // passes nothing back): work fails within the stall bound naming the
 // endpoint instead of hanging, and works the job once the store answers.
-// (Unavailability met by a running attempt is retried inside the attempt,
-// silently; TestWorkSurvivesS3Outage covers it.)
+// (A stall met by a running attempt: TestWorkAttemptStalledStoreRetried;
+// an outage: TestWorkSurvivesS3Outage.)
 func TestWorkStalledStoreFailsWithinBound(t *testing.T) {
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	s3URL := ownNamespace(t, testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `eval "$(scripts/seaweedfs.sh env)"`), "stall"+suffix)
@@ -140,5 +142,84 @@ func TestWorkStalledStoreFailsWithinBound(t *testing.T) {
 	var final []jobJSON
 	if err := json.Unmarshal([]byte(b.ok("jobs", "--json", "--kind", kind)), &final); err != nil || len(final) != 1 || final[0].State != "completed" {
 		t.Fatalf("after the store answered again: %+v (%v), want one completed job", final, err)
+	}
+}
+
+// A store connection that stalls during an attempt (the proxy in front of
+// the real S3 server passes nothing back once the worker is running, and
+// a job arrives): the attempt's claim fails as store-unavailable within
+// the stall bound, naming the endpoint; work says so on standard error,
+// the job is retried without spending its attempt, and it completes on
+// attempt 1 once the store answers again. On the job database the job
+// waits in the queue (state scheduled); on a broker the consumer holds the
+// delivery and tries again in place.
+func TestWorkAttemptStalledStoreRetried(t *testing.T) {
+	s3 := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `eval "$(scripts/seaweedfs.sh env)"`)
+	sources := map[string]func(t *testing.T) []string{"SQLite": func(*testing.T) []string { return nil }}
+	if os.Getenv("CLAIMCHECK_TEST_AMQP_URL") != "" || os.Getenv("CI") != "" {
+		sources["RabbitMQ"] = func(t *testing.T) []string { return []string{"--broker", brokers[0].url(t)} }
+	}
+	for name, flags := range sources {
+		t.Run(name, func(t *testing.T) {
+			global := flags(t)
+			suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+			s3URL := ownNamespace(t, s3, "astall"+suffix)
+			store, proxy := proxiedStore(t, s3URL, url.Values{"stall_timeout": {"500ms"}})
+			b := setup(t)
+			kind, tenant := "astall"+suffix, "infra"+suffix
+			first := b.submit(append(global, "--store", store, "--kind", kind, "--tenant", tenant, payloadFile(t, 100<<10))...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			wait := b.bg(ctx, append(global, "--store", store, "work", "--kind", kind, "--exec", "--", "cat")...)
+			waitState := func(id int64, within time.Duration, ok func(jobJSON) bool) (jobJSON, time.Duration) {
+				t.Helper()
+				start := time.Now()
+				for time.Since(start) < within {
+					for _, j := range b.jobs("--kind", kind) {
+						if j.ID == id && ok(j) {
+							return j, time.Since(start)
+						}
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				t.Fatalf("job %d: not in the state wanted within %s: %+v", id, within, b.jobs("--kind", kind))
+				return jobJSON{}, 0
+			}
+			waitState(first.ID, time.Minute, func(j jobJSON) bool { return j.State == "completed" })
+
+			// The worker holds connections to the store; from now on they
+			// answer nothing. The job is submitted straight to the store.
+			proxy.Freeze()
+			second := b.submit(append(global, "--store", s3URL, "--kind", kind, "--tenant", tenant, payloadFile(t, 100<<10))...)
+			if global == nil {
+				_, took := waitState(second.ID, time.Minute, func(j jobJSON) bool { return j.State != "available" && j.State != "running" })
+				t.Logf("job %d: its attempt on a silent store ended after %v (River's fetch included)", second.ID, took.Round(100*time.Millisecond))
+				if took > 20*time.Second {
+					t.Errorf("the attempt on a silent store ended after %v; with stall_timeout=500ms the bound is 3 × 500ms plus the SDK's backoff per call", took)
+				}
+			} else {
+				time.Sleep(8 * time.Second) // the consumer meets the stall
+			}
+			proxy.Restore()
+			j, _ := waitState(second.ID, 2*time.Minute, func(j jobJSON) bool { return j.State == "completed" })
+			cancel()
+			r := wait()
+			want := fmt.Sprintf("job %d: attempt 1 failed (store-unavailable), waiting:", second.ID)
+			if global != nil {
+				want = "(attempt 1) held, unavailable for"
+			}
+			if r.code != 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "no progress on the connection to "+proxy.Addr()) {
+				t.Errorf("work: exit %d; want 0 and %q naming %s\nstderr: %s", r.code, want, proxy.Addr(), r.stderr)
+			}
+			if j.Attempts != 1 {
+				t.Errorf("job %d after the stall: %+v, want completed on attempt 1", second.ID, j)
+			}
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(line, want) {
+					t.Logf("work said: %s", line)
+					break
+				}
+			}
+		})
 	}
 }
