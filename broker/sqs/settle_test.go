@@ -203,6 +203,14 @@ func TestFanOutTwoQueuesAgainstStandIn(t *testing.T) {
 	pipelinetest.BrokerFanOut(t, &snsStandIn{queues: qs}, []broker.Transport{qs[0], qs[1]})
 }
 
+// TestFanOutTwoQueuesAgainstFauxqs: the same with two fauxqs queues fed
+// by the SNS stand-in.
+func TestFanOutTwoQueuesAgainstFauxqs(t *testing.T) {
+	c := fauxqsClient(t)
+	qs := []*Transport{openFauxqs(t, c, 0, Options{WaitTime: time.Second}), openFauxqs(t, c, 0, Options{WaitTime: time.Second})}
+	pipelinetest.BrokerFanOut(t, &snsStandIn{queues: qs}, []broker.Transport{qs[0], qs[1]})
+}
+
 // TestLeaseHeldForWholeBatchAgainstStandIn: two messages received in one
 // batch on a queue with a 3 s visibility timeout, each worked for 2.5 s in
 // turn: the second waits 2.5 s before its handler starts, and is still

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // envAsCommand makes the test binary the claimcheck command (TestMain), so
@@ -51,6 +59,9 @@ func (b *cliBundle) start(args ...string) *process {
 		if p.cmd.ProcessState == nil {
 			p.cmd.Process.Kill()
 			p.cmd.Wait()
+		}
+		if b.t.Failed() {
+			b.t.Logf("claimcheck %s:\n%s", strings.Join(args, " "), p.out.String())
 		}
 	})
 	return p
@@ -138,7 +149,8 @@ type killedSource struct {
 // has expired, at River's next rescuer run (every 30 s); RabbitMQ
 // redelivers it as soon as the killed worker's connection closes;
 // JetStream once its ack wait (1 min, last extended up to 20 s before
-// the kill) runs out. The handler's second run is attempt 2: a crash
+// the kill) runs out; SQS (fauxqs) once the queue's visibility timeout
+// (SQS's default, 30 s, last extended up to 10 s before the kill) does. The handler's second run is attempt 2: a crash
 // spends the attempt (a job that kills its worker is not retried forever).
 func TestKilledWorkerJobRunsAgain(t *testing.T) {
 	all := os.Getenv(EnvKilledWorker) == "1"
@@ -148,6 +160,9 @@ func TestKilledWorkerJobRunsAgain(t *testing.T) {
 	}
 	for _, bc := range brokers {
 		sources = append(sources, killedSource{bc.name, func(t *testing.T) []string { return []string{"--broker", bc.url(t)} }, bc.name != "RabbitMQ"})
+	}
+	if os.Getenv(envFauxqs) != "" || os.Getenv("CI") != "" {
+		sources = append(sources, killedSource{"SQS", func(t *testing.T) []string { return []string{"--broker", fauxqsBroker(t)} }, true})
 	}
 	for _, src := range sources {
 		t.Run(src.name, func(t *testing.T) {
@@ -193,4 +208,33 @@ func waitLines(t *testing.T, path string, n int, within time.Duration) []string 
 	}
 	t.Fatalf("%s: fewer than %d lines after %s", path, n, within)
 	return nil
+}
+
+// envFauxqs is the endpoint of fauxqs, the SQS emulator (scripts/fauxqs.sh
+// env).
+const envFauxqs = "CLAIMCHECK_TEST_SQS_ENDPOINT"
+
+// fauxqsBroker creates a queue with SQS's default settings and its
+// dead-letter queue on fauxqs, deleted when t ends, and returns their
+// sqs:// URL. It sets fauxqs's (any) credentials in the environment, for
+// the command's processes too.
+func fauxqsBroker(t *testing.T) string {
+	endpoint := testenv.Require(t, envFauxqs, `eval "$(scripts/fauxqs.sh env)"`)
+	t.Setenv("AWS_ACCESS_KEY_ID", "fauxqs")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "fauxqs")
+	t.Setenv("AWS_REGION", "us-east-1")
+	c := sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("fauxqs", "fauxqs", "")})
+	name := fmt.Sprintf("cctest-cli-%d", time.Now().UnixNano())
+	var urls []string
+	for _, n := range []string{name, name + "-dead"} {
+		out, err := c.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(n)})
+		if err != nil {
+			t.Fatalf("CreateQueue %s: %v", n, err)
+		}
+		u := aws.ToString(out.QueueUrl)
+		t.Cleanup(func() { c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}) })
+		urls = append(urls, u)
+	}
+	return "sqs://?" + url.Values{"queue_url": {urls[0]}, "dead_letter_queue_url": {urls[1]}, "endpoint": {endpoint}}.Encode()
 }
