@@ -17,18 +17,19 @@ import (
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 )
 
-// outageTransport wraps a Fake and refuses publishes while down, as a
+// outageTransport wraps a Fake and refuses its first publishes, as a
 // broker does during an outage (the real outage is tested against
 // RabbitMQ and NATS in their packages and in the command's tests).
 type outageTransport struct {
 	*brokertest.Fake
-	down      atomic.Bool
+	refuse    int64 // publishes refused before the broker is back
+	calls     atomic.Int64
 	refused   atomic.Int64
 	published atomic.Int64
 }
 
 func (o *outageTransport) Publish(ctx context.Context, msgs []broker.Message) error {
-	if o.down.Load() {
+	if o.calls.Add(1) <= o.refuse {
 		o.refused.Add(1)
 		return fmt.Errorf("outage stand-in: connection refused: %w", claimcheck.ErrUnavailable)
 	}
@@ -115,10 +116,10 @@ func TestOutboxFanOutRelayConsume(t *testing.T) {
 			t.Fatalf("pipeline worker ran %d outbox entries", rec.count())
 		}
 
-		billing, search := &outageTransport{Fake: brokertest.NewFake(64 << 10)}, brokertest.NewFake(64<<10)
-		billing.down.Store(true)
+		// The outage lasts three publishes, counted rather than timed, so
+		// a slow machine cannot end it before the relay meets it.
+		billing, search := &outageTransport{Fake: brokertest.NewFake(64 << 10), refuse: 3}, brokertest.NewFake(64<<10)
 		var sentErrs atomic.Int64
-		go func() { time.Sleep(500 * time.Millisecond); billing.down.Store(false) }()
 		b.relay(t, "billing", billing, func(_ int64, err error) {
 			if err != nil {
 				sentErrs.Add(1)
