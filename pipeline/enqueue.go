@@ -178,7 +178,7 @@ func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	if err != nil {
 		return nil, err
 	}
-	if err := p.anchor(ctx, tx, t); err != nil {
+	if err := p.anchor(ctx, tx, t, "enqueue"); err != nil {
 		return nil, err
 	}
 	if len(opts.Destinations) == 0 {

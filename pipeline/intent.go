@@ -26,6 +26,9 @@ import (
 // sweep older than its grace period removes it (and then the object, as an
 // orphan). Inline tickets record nothing.
 //
+// The pipeline's workers check handlers' results in here too, so results
+// are protected the same way until their registry rows commit.
+//
 // Errors: Store.CheckIn's; the database's, wrapped with
 // claimcheck.ErrUnavailable, with nothing stored.
 func (p *Pipeline) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
@@ -65,32 +68,37 @@ func (p *Pipeline) dropIntent(ctx context.Context, t *claimcheck.Ticket) {
 	_, _ = registry.DropIntent(context.WithoutCancel(ctx), p.db, t.Key, t.Created.UnixNano())
 }
 
-// anchor is EnqueueTx's guard against committing a ticket whose object is
-// gone: it removes t's check-in intent inside tx (the registry row written
-// in the same transaction takes over). Without an intent (a ticket from
-// Store().CheckIn, or one whose intent a sweep reclaimed after its grace
-// period), it takes the key's lock for the rest of tx and checks that the
-// object exists, so no deletion can come between that check and the commit.
-func (p *Pipeline) anchor(ctx context.Context, tx *sql.Tx, t *claimcheck.Ticket) error {
+// anchor is the guard against committing a registry row whose object is
+// gone, for a payload (EnqueueTx, step "enqueue") and a handler's result
+// (the worker's completion, step "record the result"): it takes the key's
+// lock for the rest of tx, then removes t's check-in intent (the registry
+// row written in the same transaction takes over). Without an intent (a
+// ticket from Store().CheckIn, or one whose intent a sweep reclaimed after
+// its grace period) it checks that the object exists; an object gone is
+// claimcheck.ErrPayloadMissing. The lock comes first so that a sweep that
+// judged the intent stale cannot delete the object after this transaction
+// removed the intent and before it commits: the sweep's deletion waits for
+// the commit and then sees the registry row.
+func (p *Pipeline) anchor(ctx context.Context, tx *sql.Tx, t *claimcheck.Ticket, step string) error {
 	if t.IsInline() {
 		return nil
 	}
+	if err := registry.Lock(ctx, tx, p.dialect, t.Key); err != nil {
+		return fmt.Errorf("pipeline: %s %s: %w", step, t, err)
+	}
 	had, err := registry.DropIntent(ctx, tx, t.Key, t.Created.UnixNano())
 	if err != nil {
-		return fmt.Errorf("pipeline: enqueue %s: %w", t, err)
+		return fmt.Errorf("pipeline: %s %s: %w", step, t, err)
 	}
 	if had {
 		return nil
 	}
-	if err := registry.Lock(ctx, tx, p.dialect, t.Key); err != nil {
-		return fmt.Errorf("pipeline: enqueue %s: %w", t, err)
-	}
 	ok, err := p.store.Bucket().Exists(ctx, t.Key)
 	if err != nil {
-		return fmt.Errorf("pipeline: enqueue %s: look up its object (code %v): %w", t, gcerrors.Code(err), claimcheck.ErrUnavailable)
+		return fmt.Errorf("pipeline: %s %s: look up its object (code %v): %w", step, t, gcerrors.Code(err), claimcheck.ErrUnavailable)
 	}
 	if !ok {
-		return fmt.Errorf("pipeline: enqueue %s: its object is gone (deleted as an orphan before the job was written: check the payload in again): %w", t, claimcheck.ErrPayloadMissing)
+		return fmt.Errorf("pipeline: %s %s: its object is gone (deleted as an orphan before its registry row was written: check it in again): %w", step, t, claimcheck.ErrPayloadMissing)
 	}
 	return nil
 }

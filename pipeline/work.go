@@ -409,43 +409,69 @@ func (w *worker) attempt(ctx context.Context, job *river.Job[jobArgs]) error {
 // JobCompleteTx) are each retried on their own, with the policy's backoff,
 // until they succeed or the job's time runs out. Only a permanent failure
 // (a result too large, say) ends it early.
-func (w *worker) finish(ctx context.Context, job *river.Job[jobArgs], res *claimcheck.Result) error {
+//
+// The result is checked in as a payload is (CheckIn): its check-in intent
+// is committed before the upload and turned into its registry row by the
+// completion (anchor), so no sweep deletes a result about to be committed,
+// whatever the clocks. Should the completion find the object gone (its
+// intent outlived the sweeper's grace period, a stall that long, and a
+// sweep removed it), the result is checked in again and the completion
+// retried. If finish gives up, the result's intent goes: its object is
+// litter a sweep removes, and the next attempt checks the result in anew.
+func (w *worker) finish(ctx context.Context, job *river.Job[jobArgs], res *claimcheck.Result) (ferr error) {
 	var rt *claimcheck.Ticket
+	checkIn := func() error { return nil }
 	if res != nil && res.Body != nil {
 		body, cleanup, err := rewindable(res.Body, "")
 		if err != nil {
 			return err
 		}
 		defer cleanup()
-		err = w.p.untilDone(ctx, "check in the result", func() error {
-			if _, err := body.Seek(0, io.SeekStart); err != nil {
-				return claimcheck.Permanent(fmt.Errorf("pipeline: rewind the result: %w", err))
+		checkIn = func() error {
+			return w.p.untilDone(ctx, "check in the result", func() error {
+				if _, err := body.Seek(0, io.SeekStart); err != nil {
+					return claimcheck.Permanent(fmt.Errorf("pipeline: rewind the result: %w", err))
+				}
+				var err error
+				rt, err = w.p.CheckIn(ctx, job.Args.Tenant, body, &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true})
+				if err != nil {
+					return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
+				}
+				return nil
+			})
+		}
+		if err := checkIn(); err != nil {
+			return err
+		}
+		defer func() {
+			if ferr != nil {
+				w.p.dropIntent(ctx, rt)
 			}
-			var err error
-			rt, err = w.p.store.CheckIn(ctx, job.Args.Tenant, body, &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true})
+		}()
+	}
+	record := func() error {
+		var out jobOutput
+		if rt != nil {
+			enc, err := rt.Marshal()
 			if err != nil {
-				return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			out.Result = enc
 		}
-	}
-	var out jobOutput
-	if rt != nil {
-		enc, err := rt.Marshal()
-		if err != nil {
-			return err
+		if err := river.RecordOutput(ctx, out); err != nil {
+			return fmt.Errorf("pipeline: record result ticket: %w", err)
 		}
-		out.Result = enc
+		return nil
 	}
-	if err := river.RecordOutput(ctx, out); err != nil {
-		return fmt.Errorf("pipeline: record result ticket: %w", err)
+	if err := record(); err != nil {
+		return err
 	}
 	return w.p.untilDone(ctx, "record the result and complete the job", func() error {
-		return w.p.inTx(ctx, func(tx *sql.Tx) error {
+		err := w.p.inTx(ctx, func(tx *sql.Tx) error {
 			if rt != nil {
+				if err := w.p.anchor(ctx, tx, rt, "record the result"); err != nil {
+					return err
+				}
 				if err := register(ctx, tx, job.ID, roleResult, rt); err != nil {
 					return err
 				}
@@ -453,6 +479,16 @@ func (w *worker) finish(ctx context.Context, job *river.Job[jobArgs], res *claim
 			_, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job)
 			return err
 		})
+		if rt != nil && errors.Is(err, claimcheck.ErrPayloadMissing) {
+			if err := checkIn(); err != nil {
+				return err
+			}
+			if err := record(); err != nil {
+				return err
+			}
+			return fmt.Errorf("pipeline: job %d: its result's object was deleted before its registry row was written (its check-in intent outlived the sweeper's grace period); checked in again", job.ID)
+		}
+		return err
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
@@ -332,4 +334,240 @@ func (b *bundle) enqueueTxKind(tk *claimcheck.Ticket, kind string) (*pipeline.En
 		return nil, err
 	}
 	return res, tx.Commit()
+}
+
+// The result's side of TestSweepClockAheadProducerPaused: a worker whose
+// handler succeeded has checked its result in (intent recorded, object
+// uploaded) and waits to commit the result's registry row with the job's
+// completion, while a sweeper whose clock runs two hours ahead sweeps with
+// the shortest grace period. On PostgreSQL the commit waits on a lock
+// another connection holds on claimcheck_claim; on SQLite, where one write
+// lock covers the whole database (the intent could not be recorded under
+// it either), a trigger refuses the result's row until the sweep is over
+// (refuseResults), so the worker's completion fails and is retried. The result is kept as
+// checking-in, the worker then commits, and the job completes with a
+// result that claims and verifies.
+func TestSweepClockAheadResultPaused(t *testing.T) {
+	stores(t, func(t *testing.T, b *bundle) { pausedResult(t, b, false) })
+}
+
+// A worker stalled between its result's upload and its commit for longer
+// than the grace period (its intent is backdated 3 h by the database's
+// clock; the commit is refused by a trigger on both databases, so no
+// transaction holds the intent): the sweep removes the result as an orphan
+// with its stale intent;
+// the worker's commit then finds the object gone, checks the result in
+// again and completes the job, whose result claims and verifies.
+func TestSweepResultStalledPastGrace(t *testing.T) {
+	stores(t, func(t *testing.T, b *bundle) { pausedResult(t, b, true) })
+}
+
+// refuseResults makes the job database refuse results' registry rows (a
+// trigger raising an error) until the returned function is called: the
+// worker's completion fails and is retried, holding no lock in between.
+func refuseResults(t *testing.T, b *bundle) func() {
+	t.Helper()
+	create := []string{`CREATE TRIGGER hold_results BEFORE INSERT ON claimcheck_claim
+		WHEN (NEW.role = 'result') BEGIN SELECT RAISE(ABORT, 'held by the test'); END`}
+	drop := `DROP TRIGGER hold_results`
+	if dbopen.DialectOf(b.pipe.DB()) == dbopen.Postgres {
+		create = []string{`CREATE FUNCTION hold_results() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'held by the test'; END $$`,
+			`CREATE TRIGGER hold_results BEFORE INSERT ON claimcheck_claim
+			FOR EACH ROW WHEN (NEW.role = 'result') EXECUTE FUNCTION hold_results()`}
+		drop = `DROP TRIGGER hold_results ON claimcheck_claim`
+	}
+	for _, q := range create {
+		if _, err := b.pipe.DB().ExecContext(b.ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			if _, err := b.pipe.DB().ExecContext(context.WithoutCancel(b.ctx), drop); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func pausedResult(t *testing.T, b *bundle, stalled bool) {
+	database := b.database(t)
+	payload := strings.Repeat("a payload whose result is about to be committed. ", 1024)
+	result := strings.Repeat("a result its worker is about to commit. ", 4096)
+	res, err := b.pipe.Enqueue(b.ctx, "result-paused", tenant, strings.NewReader(payload), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweeper := b.second(t, database)
+	var release func()
+	if dbopen.DialectOf(b.pipe.DB()) == dbopen.Postgres && !stalled {
+		release = holdLock(t, b, database)
+	} else {
+		release = refuseResults(t, b)
+	}
+	worked := make(chan error, 1)
+	go func() {
+		worked <- b.pipe.Work(b.ctx, pipeline.WorkOptions{UntilEmpty: true, Handlers: map[string]claimcheck.Handler{
+			"result-paused": claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
+				return &claimcheck.Result{Body: strings.NewReader(result), ContentType: "text/plain"}, nil
+			}),
+		}})
+	}()
+
+	// Between upload and commit: the result's object is in the store (the
+	// commit cannot have happened: it is held).
+	var key string
+	for deadline := time.Now().Add(time.Minute); key == ""; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never checked its result in")
+		}
+		it := b.store.Bucket().List(&blob.ListOptions{Prefix: claimcheck.PrefixResults})
+		for {
+			obj, err := it.Next(b.ctx)
+			if err != nil {
+				break
+			}
+			if !claimcheck.IsTempKey(obj.Key) && !strings.HasSuffix(obj.Key, ".attrs") {
+				key = obj.Key
+			}
+		}
+	}
+	want := "kept checking-in"
+	if stalled {
+		want = "removed orphan"
+		r, err := b.pipe.DB().ExecContext(b.ctx, `UPDATE claimcheck_intent SET recorded_ms = recorded_ms - $1 WHERE object_key = $2`, (3 * time.Hour).Milliseconds(), key)
+		if n, _ := r.RowsAffected(); err != nil || n != 1 {
+			t.Fatalf("backdate the result's intent: %d rows, %v", n, err)
+		}
+	}
+	ahead := func() time.Time { return time.Now().Add(2 * time.Hour) }
+	rep, err := sweep.Sweep(b.ctx, sweep.Options{Store: b.store, DB: sweeper.DB(), Grace: time.Hour, Now: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logReport(t, fmt.Sprintf("sweeper clock 2h ahead, worker paused between the result's upload and its commit (intent stale: %v)", stalled), rep)
+	d := decisions(rep)
+	if d[key] != want || d[res.Ticket.Key] != "kept referenced" {
+		t.Errorf("the paused worker's result: %q, want %s; the job's payload: %q, want kept referenced", d[key], want, d[res.Ticket.Key])
+	}
+	select {
+	case err := <-worked:
+		t.Fatalf("the worker finished while its commit was held: %v", err)
+	default:
+	}
+	if st := b.state(t, res.JobID); st != "running" {
+		t.Errorf("job %d is %s while its commit is held, want running", res.JobID, st)
+	}
+	release()
+	if err := <-worked; err != nil {
+		t.Fatalf("work: %v", err)
+	}
+	j, err := b.pipe.Get(b.ctx, res.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := j.ResultTicket()
+	if j.State != "completed" || j.Attempts != 1 || rt == nil || rt.Key != key {
+		t.Fatalf("job %d: %s on attempt %d, result %v; want completed on attempt 1 with its result at the key swept", res.JobID, j.State, j.Attempts, rt)
+	}
+	p, err := b.store.Claim(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Verify(b.ctx); err != nil {
+		t.Fatalf("the result of job %d: %v", res.JobID, err)
+	}
+	var intents int
+	if err := b.pipe.DB().QueryRowContext(b.ctx, `SELECT COUNT(*) FROM claimcheck_intent`).Scan(&intents); err != nil || intents != 0 {
+		t.Errorf("%d check-in intents left after the commit (%v), want 0", intents, err)
+	}
+	t.Logf("worker committed its result after the sweep; job %d completed on attempt 1, its %d-byte result claims and verifies", res.JobID, rt.Size)
+}
+
+// A producer stalled past the grace period commits while a sweep deletes:
+// its intent is stale (backdated 3 h by the database's clock), its
+// transaction has removed the intent and written the job but not yet
+// committed, and a sweep whose clock runs two hours ahead judges the object
+// an orphan (the uncommitted removal is invisible to it). The sweep's
+// deletion must wait for the producer's commit and then keep the object,
+// now referenced: the producer's transaction holds the object's key lock
+// from before it removes the intent. PostgreSQL only: on SQLite one write
+// lock serialises the two transactions anyway.
+func TestSweepStaleIntentCommitRace(t *testing.T) {
+	stores(t, func(t *testing.T, b *bundle) {
+		if dbopen.DialectOf(b.pipe.DB()) != dbopen.Postgres {
+			t.Skip("SQLite: one write lock serialises the producer's and the sweep's transactions")
+		}
+		database := b.database(t)
+		sweeper := b.second(t, database)
+		tk, err := b.pipe.CheckIn(b.ctx, tenant, strings.NewReader(strings.Repeat("stalled past the grace period. ", 2048)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.pipe.DB().ExecContext(b.ctx, `UPDATE claimcheck_intent SET recorded_ms = recorded_ms - $1`, (3 * time.Hour).Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := b.pipe.DB().BeginTx(b.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		res, err := b.pipe.EnqueueTx(b.ctx, tx, "stalled", tk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type swept struct {
+			rep *sweep.Report
+			err error
+		}
+		done := make(chan swept, 1)
+		go func() {
+			ahead := func() time.Time { return time.Now().Add(2 * time.Hour) }
+			rep, err := sweep.Sweep(b.ctx, sweep.Options{Store: b.store, DB: sweeper.DB(), Grace: time.Hour, Now: ahead, AllowEmptyRegistry: true})
+			done <- swept{rep, err}
+		}()
+		// The sweep waits on the producer's transaction (a lock not granted).
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			var waiting int
+			if err := sweeper.DB().QueryRowContext(b.ctx, `SELECT COUNT(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting > 0 {
+				break
+			}
+			select {
+			case s := <-done:
+				logReport(t, "sweep that did not wait", s.rep)
+				t.Fatalf("the sweep finished without waiting for the producer's commit: %v", s.err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the sweep never waited on the producer's transaction")
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		s := <-done
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		logReport(t, "sweeper clock 2h ahead, producer with a stale intent committing during the sweep", s.rep)
+		if got := decisions(s.rep)[tk.Key]; got != "kept referenced" {
+			t.Errorf("the producer's object: %q, want kept referenced", got)
+		}
+		p, err := b.store.Claim(tk)
+		if err == nil {
+			err = p.Verify(b.ctx)
+			p.Close()
+		}
+		if err != nil {
+			t.Fatalf("job %d cannot claim its payload: %v", res.JobID, err)
+		}
+	})
 }
