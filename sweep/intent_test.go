@@ -571,3 +571,59 @@ func TestSweepStaleIntentCommitRace(t *testing.T) {
 		}
 	})
 }
+
+// Check-in intents older than the grace period (by the database's clock)
+// are litter when their object was never written: a dry run reports them,
+// a sweep removes them. One whose object exists is left to that object's
+// decision (here too young to be an orphan, so both stay).
+func TestSweepStaleIntents(t *testing.T) {
+	databases(t, func(t *testing.T, b *bundle) {
+		b.enqueue(t, "queued", "a job, so the registry is not empty")
+		written, err := b.pipe.CheckIn(b.ctx, tenant, strings.NewReader("its object was written"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		never, err := b.pipe.CheckIn(b.ctx, tenant, strings.NewReader("killed before its object was written"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.store.Bucket().Delete(b.ctx, never.Key); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.pipe.DB().ExecContext(b.ctx, `UPDATE claimcheck_intent SET recorded_ms = recorded_ms - $1`, (2 * day).Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		intents := func() int {
+			var n int
+			if err := b.pipe.DB().QueryRowContext(b.ctx, `SELECT COUNT(*) FROM claimcheck_intent`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		want := map[string]string{never.Key: "removed stale-intent", written.Key: "kept too-young"}
+		dry := b.sweep(t, sweep.Options{DryRun: true})
+		d := decisions(dry)
+		for k, w := range want {
+			if d[k] != w {
+				t.Errorf("dry run: %s: %q, want %q", sweep.RedactKey(k), d[k], w)
+			}
+		}
+		if n := intents(); n != 2 {
+			t.Errorf("%d intents after a dry run, want 2", n)
+		}
+		rep := b.sweep(t, sweep.Options{})
+		logReport(t, "stale intents, one of an object never written", rep)
+		d = decisions(rep)
+		for k, w := range want {
+			if d[k] != w {
+				t.Errorf("sweep: %s: %q, want %q", sweep.RedactKey(k), d[k], w)
+			}
+		}
+		if n := intents(); n != 1 || !b.exists(t, written.Key) {
+			t.Errorf("%d intents after the sweep, want 1 (the written object's, exists: %v)", n, b.exists(t, written.Key))
+		}
+		if rep.RemovedByReason[sweep.StaleIntent] != 1 {
+			t.Errorf("removed by reason %v, want 1 stale-intent", rep.RemovedByReason)
+		}
+	})
+}

@@ -46,7 +46,11 @@
 // mid-write leaves, and, on S3, incomplete multipart uploads under the
 // swept prefixes initiated more than the grace period ago. A write that
 // slow fails its check-in (no ticket is made), so removing its litter
-// loses nothing.
+// loses nothing. So are the check-in intents such check-ins leave in the
+// job database: an intent older than the grace period (by the database's
+// clock) for a key under the swept prefixes with no object, removed under
+// the key's lock once the store confirms the object does not exist (an
+// intent of an existing object goes with the object's own decision).
 //
 // Expiry (Options.Expiry, for stores with no lifecycle rules: the file
 // store) deletes an object older than its prefix's expiry even if it has a
@@ -99,8 +103,8 @@ const (
 // Reason says why an object was removed or kept.
 type Reason string
 
-// Reasons. Removed: Orphan, Expired, and TempFile and IncompleteUpload
-// past the grace period. Kept: the others.
+// Reasons. Removed: Orphan, Expired, StaleIntent, and TempFile and
+// IncompleteUpload past the grace period. Kept: the others.
 const (
 	Orphan      Reason = "orphan"       // no registry row, older than the grace period
 	Expired     Reason = "expired"      // older than its prefix's expiry, no pending or dead job
@@ -112,6 +116,10 @@ const (
 	// IncompleteUpload is an S3 multipart upload never completed: aborted
 	// past the grace period, kept within it.
 	IncompleteUpload Reason = "incomplete-upload"
+	// StaleIntent is a check-in intent older than the grace period whose
+	// object was never written (its check-in was killed or failed):
+	// always removed. Its entry's Size is 0 and its ModTime zero.
+	StaleIntent Reason = "stale-intent"
 )
 
 // Options configure Sweep.
@@ -257,6 +265,9 @@ func Sweep(ctx context.Context, opts Options) (*Report, error) {
 		if err := s.sweepUploads(ctx, prefix); err != nil {
 			return s.rep, err
 		}
+	}
+	if err := s.sweepIntents(ctx); err != nil {
+		return s.rep, err
 	}
 	return s.rep, nil
 }
@@ -763,6 +774,69 @@ func (s *sweeper) sweepUploads(ctx context.Context, prefix string) error {
 	})
 }
 
+// sweepIntents removes the stale check-in intents of keys under the swept
+// prefixes whose object does not exist, a page of keys at a time: what
+// check-ins killed before their object was written leave. Each key is
+// decided in a transaction holding its key lock, so a check-in that
+// records a new intent meanwhile (it takes the lock too) keeps its own, and
+// a stale intent whose object exists is left to that object's decision.
+func (s *sweeper) sweepIntents(ctx context.Context) error {
+	after := ""
+	for {
+		keys, err := registry.StaleIntentKeys(ctx, s.o.DB, s.dialect, after, s.o.Grace.Milliseconds(), s.o.PageSize)
+		if err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		for _, key := range keys {
+			if prefixOf(s.o.Prefixes, key) == "" {
+				continue
+			}
+			if err := s.removeStaleIntents(ctx, key); err != nil {
+				return err
+			}
+		}
+		if len(keys) < s.o.PageSize {
+			return nil
+		}
+		after = keys[len(keys)-1]
+	}
+}
+
+func (s *sweeper) removeStaleIntents(ctx context.Context, key string) error {
+	var n int64
+	err := registry.InTx(ctx, s.o.DB, func(tx *sql.Tx) error {
+		if err := registry.Lock(ctx, tx, s.dialect, key); err != nil {
+			return err
+		}
+		ok, err := s.bucket.Exists(ctx, key)
+		if err != nil {
+			return fmt.Errorf("sweep: look up %s: %w", RedactKey(key), storeErr(err))
+		}
+		if ok {
+			return nil
+		}
+		if s.o.DryRun {
+			counts, err := registry.IntentCounts(ctx, tx, s.dialect, []string{key}, s.o.Grace.Milliseconds())
+			n = counts[key][1]
+			return err
+		}
+		n, err = registry.DropStaleIntents(ctx, tx, s.dialect, key, s.o.Grace.Milliseconds())
+		return err
+	})
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "sweep: ") {
+			err = fmt.Errorf("sweep: %w", err)
+		}
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return s.emit(Entry{Key: key, Object: RedactKey(key), Removed: true, Reason: StaleIntent, Refs: &Refs{StaleIntents: n},
+		Detail: fmt.Sprintf("%d check-in intent(s) older than the grace period of %s by the job database's clock, for an object never written (its check-in was killed or failed): removed",
+			n, claimcheck.FormatDuration(s.o.Grace))})
+}
+
 // tempBase is the key a file store's temporary file is being written
 // for ("<key>.<hex>.tmp", fileblob's naming), if key is one.
 func tempBase(key string) (string, bool) {
@@ -874,7 +948,7 @@ func isHex64(s string) bool {
 // SortedReasons lists the reasons of counts in a stable order: removed
 // reasons first.
 func SortedReasons(counts map[Reason]int) []Reason {
-	order := map[Reason]int{Orphan: 0, Expired: 1, TempFile: 2, IncompleteUpload: 3, Referenced: 4, CheckingIn: 5, TooYoung: 6, OtherPrefix: 7}
+	order := map[Reason]int{Orphan: 0, Expired: 1, TempFile: 2, IncompleteUpload: 3, StaleIntent: 4, Referenced: 5, CheckingIn: 6, TooYoung: 7, OtherPrefix: 8}
 	out := make([]Reason, 0, len(counts))
 	for r := range counts {
 		out = append(out, r)

@@ -159,6 +159,31 @@ func DropStaleIntents(ctx context.Context, tx *sql.Tx, d dbopen.Dialect, key str
 	return n, nil
 }
 
+// StaleIntentKeys lists up to limit distinct keys, after after in the
+// column's order, that have a check-in intent recorded more than maxAgeMS
+// ago by the database's clock: a page of the intents of check-ins that died
+// or stalled past a sweep's grace period.
+func StaleIntentKeys(ctx context.Context, q Querier, d dbopen.Dialect, after string, maxAgeMS int64, limit int) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT object_key FROM claimcheck_intent
+		WHERE object_key > $1 AND recorded_ms < `+NowMS(d)+` - $2 ORDER BY object_key LIMIT $3`, after, maxAgeMS, limit)
+	if err != nil {
+		return nil, fmt.Errorf("query the stale check-in intents: %w", err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("read the stale check-in intents: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the stale check-in intents: %w", err)
+	}
+	return keys, nil
+}
+
 // Placeholders returns "$first,$first+1,…" for values, and values as args.
 func Placeholders(values []string, first int) (string, []any) {
 	marks := make([]string, len(values))
