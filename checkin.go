@@ -339,7 +339,7 @@ func (s *Store) samePosture(ctx context.Context, t *Ticket, meta map[string]stri
 	case s.seal == nil && !sealed:
 		return nil
 	case s.seal == nil:
-		return fmt.Errorf("claimcheck: check in %s: the key holds a copy sealed under key id %s and this store has no keeper (add a version to the name): %w", t, keyIDText(have), ErrKeyConflict)
+		return fmt.Errorf("claimcheck: check in %s: the key holds a copy sealed under key id %s and this store has no keeper (add a version to the name): %w", t, KeyIDText(have), ErrKeyConflict)
 	case !sealed:
 		return fmt.Errorf("claimcheck: check in %s: an unencrypted object holds the key and this store encrypts (add a version to the name): %w", t, ErrKeyConflict)
 	case have != "" && s.seal.keyID != "":
@@ -352,7 +352,7 @@ func (s *Store) samePosture(ctx context.Context, t *Ticket, meta map[string]stri
 		}
 	}
 	return fmt.Errorf("claimcheck: check in %s: the key holds a copy sealed under key id %s, not this store's key %s (add a version to the name): %w",
-		t, keyIDText(have), keyIDText(s.seal.keyID), ErrKeyConflict)
+		t, KeyIDText(have), KeyIDText(s.seal.keyID), ErrKeyConflict)
 }
 
 func (s *Store) checkSize(n int64) error {

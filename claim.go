@@ -166,7 +166,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		aead, err := s.seal.openDataKey(ctx, wrapped, ad)
 		if err != nil {
 			r.Close()
-			return nil, fmt.Errorf("claimcheck: claim %s: sealed under key id %s, this worker's keeper has key id %s: %w", t, keyIDText(keyID), keyIDText(s.seal.keyID), err)
+			return nil, fmt.Errorf("claimcheck: claim %s: sealed under key id %s, this worker's keeper has key id %s: %w", t, KeyIDText(keyID), KeyIDText(s.seal.keyID), err)
 		}
 		tr := &trackingReader{r: r}
 		dr, err := aead.NewDecryptingReader(tr, ad)
@@ -197,7 +197,9 @@ func (p *Payload) inlineBytes(ctx context.Context) ([]byte, error) {
 		ad := associatedData(t.Tenant, "")
 		aead, err := p.store.seal.openDataKey(ctx, t.DEK, ad)
 		if err != nil {
-			return nil, fmt.Errorf("claimcheck: claim %s: %w", t, err)
+			// An inline ticket does not record its key id (no field for it
+			// in the ticket format): name this worker's.
+			return nil, fmt.Errorf("claimcheck: claim %s: sealed inline, this worker's keeper has key id %s: %w", t, KeyIDText(p.store.seal.keyID), err)
 		}
 		dr, err := aead.NewDecryptingReader(bytes.NewReader(t.Inline), ad)
 		if err == nil {
@@ -315,7 +317,7 @@ func (v *verifyingReader) mismatch(corrupt error) error {
 	if v.sealed != nil {
 		if sealed, keyID := v.sealed(); sealed {
 			return fmt.Errorf("claimcheck: claim %s: the payload is encrypted (key id %s) and this worker has no keeper: "+
-				"open the store with that key (Options.Keeper and KeeperID, or --keeper; `claimcheck keys` on the producer prints it): %w", v.t, keyIDText(keyID), ErrConfig)
+				"open the store with that key (Options.Keeper and KeeperID, or --keeper; `claimcheck keys` on the producer prints it): %w", v.t, KeyIDText(keyID), ErrConfig)
 		}
 	}
 	return corrupt

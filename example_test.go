@@ -2,11 +2,15 @@ package claimcheck_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log"
 	"os"
 	"strings"
+
+	"gocloud.dev/secrets"
+	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -98,4 +102,51 @@ func ExampleStore_CheckIn_inline() {
 	// Output:
 	// inline: true size: 6 bytes
 	// héllo
+}
+
+// ExampleKeeperID opens a store with the deployment's shared key, as a Go
+// producer next to command-line workers does (README, "Scaling out"): the
+// keeper URL is what `claimcheck keys` prints, and KeeperID gives the id
+// that every sealed object records and errors name.
+func ExampleKeeperID() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "claimcheck-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	key, err := localsecrets.NewRandomKey() // in a deployment: from your secret store
+	if err != nil {
+		log.Fatal(err)
+	}
+	keeperURL := "base64key://" + base64.URLEncoding.EncodeToString(key[:])
+
+	keeper, err := secrets.OpenKeeper(ctx, keeperURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer keeper.Close()
+	id, err := claimcheck.KeeperID(keeperURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := claimcheck.OpenStore(ctx, "file://"+dir, &claimcheck.Options{Keeper: keeper, KeeperID: id, AlwaysOffload: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	ticket, err := store.CheckIn(ctx, "acme", strings.NewReader("sealed under the shared key"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := store.Stat(ctx, ticket)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("encrypted:", info.Encrypted)
+	fmt.Println("recorded key id is the keeper's:", info.KeyID == id, strings.HasPrefix(id, "local-"))
+	// Output:
+	// encrypted: true
+	// recorded key id is the keeper's: true true
 }

@@ -74,9 +74,10 @@ func kekTag(keyID string) string {
 	return "k" + hex.EncodeToString(sum[:])[:8]
 }
 
-// keyIDText shows a recorded key id, or says it is unknown (an object
-// sealed before key ids were recorded, or a keeper given no KeeperID).
-func keyIDText(id string) string {
+// KeyIDText shows a recorded key id as messages print it: the id, or
+// "(unrecorded)" for an empty one (an object sealed before key ids were
+// recorded, or a keeper given no KeeperID).
+func KeyIDText(id string) string {
 	if id == "" {
 		return "(unrecorded)"
 	}

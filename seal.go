@@ -203,10 +203,10 @@ func (s *Store) SealedKey(ctx context.Context, key string) (sealed bool, keyID s
 		return false, "", nil
 	}
 	if s.seal == nil {
-		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s and this store has no keeper: %w", keyIDText(keyID), ErrConfig)
+		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s and this store has no keeper: %w", KeyIDText(keyID), ErrConfig)
 	}
 	if _, err := s.seal.openDataKey(ctx, wrapped, associatedData(attrs.Metadata[metaTenant], key)); err != nil {
-		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s, this keeper has key id %s: %w", keyIDText(keyID), keyIDText(s.seal.keyID), err)
+		return true, keyID, fmt.Errorf("claimcheck: an object is sealed under key id %s, this keeper has key id %s: %w", KeyIDText(keyID), KeyIDText(s.seal.keyID), err)
 	}
 	return true, keyID, nil
 }

@@ -70,6 +70,11 @@ type DoctorOptions struct {
 //   - keeper: the configured store (keeper, secret) checks in and claims an
 //     encrypted probe, inline and offloaded: a data key is wrapped and
 //     unwrapped (a warning when no keeper is configured);
+//   - deployment key: the configured keeper unwraps the data key of an
+//     existing sealed object of the store (the first found of each key id
+//     recorded, Store.FindSealed; attributes only, no payload bytes), so a
+//     host given another key, or none, fails naming the key id it needs
+//     rather than passing on its own probe;
 //   - retention: the minimum lifetimes the Retention requires;
 //   - expiry payloads/ and expiry results/: on S3, the bucket's actual
 //     lifecycle rules expire nothing under the prefix sooner than required
@@ -100,6 +105,7 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 	d.scheme, d.bucket = storeScheme(opts.StoreURL)
 	storeOK := d.checkStore(ctx)
 	d.checkKeeper(ctx, storeOK)
+	d.checkDeploymentKey(ctx, storeOK)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -306,6 +312,43 @@ func (d *doctor) checkKeeper(ctx context.Context, storeOK bool) {
 		d.rep.add(CheckKeeper, StatusWarn, "no keeper: payloads are stored (and inline ones carried) unencrypted; set --keeper to encrypt them at rest")
 	default:
 		d.rep.add(CheckKeeper, StatusFail, "some probes were stored encrypted and some not")
+	}
+}
+
+// checkDeploymentKey unwraps, with the configured keeper, the data key of
+// one existing sealed object per key id recorded in the store (the
+// doctor's own probes left out): a key that is not the deployment's fails,
+// naming both key ids and how to share the key.
+func (d *doctor) checkDeploymentKey(ctx context.Context, storeOK bool) {
+	if !storeOK {
+		d.rep.add(CheckDeploymentKey, StatusSkip, "not checked: the store probe failed")
+		return
+	}
+	found, err := d.st.FindSealed(ctx, 100)
+	if err != nil {
+		d.rep.add(CheckDeploymentKey, StatusFail, "cannot look for the deployment's sealed objects in %s: %s", d.where(), classText(err))
+		return
+	}
+	const share = "every host of a deployment needs the same key: `claimcheck keys` on a host that has it prints base64key://…; give it here as --keeper (or CLAIMCHECK_KEEPER), or copy that host's <data>/keys/kek.key to this one"
+	var ok, failed []string
+	for _, o := range found {
+		if o.Tenant == d.o.Tenant {
+			continue
+		}
+		id := claimcheck.KeyIDText(o.KeyID)
+		if _, _, err := d.st.SealedKey(ctx, o.Key); err != nil {
+			failed = append(failed, fmt.Sprintf("this host's keeper cannot unwrap the data key of a payload of tenant %s: %s", o.Tenant, classText(err)))
+			continue
+		}
+		ok = append(ok, id)
+	}
+	switch {
+	case len(failed) > 0:
+		d.rep.add(CheckDeploymentKey, StatusFail, "%s; %s", strings.Join(failed, "; "), share)
+	case len(ok) > 0:
+		d.rep.add(CheckDeploymentKey, StatusPass, "unwrapped the data key of an existing sealed object under key id %s with this host's keeper (key id %s)", strings.Join(ok, ", "), claimcheck.KeyIDText(d.st.KeyID()))
+	default:
+		d.rep.add(CheckDeploymentKey, StatusPass, "no sealed object in %s yet: nothing to check this host's key against (run doctor again once payloads are stored)", d.where())
 	}
 }
 

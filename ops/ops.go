@@ -148,8 +148,11 @@ const (
 	CheckStore       = "store"
 	CheckCredentials = "credentials"
 	CheckKeeper      = "keeper"
-	CheckRetention   = "retention"
-	CheckExpiry      = "expiry " // + prefix: "expiry payloads/", "expiry results/"
+	// CheckDeploymentKey: this host's keeper unwraps the data keys of the
+	// deployment's existing sealed objects, not only its own probe's.
+	CheckDeploymentKey = "deployment key"
+	CheckRetention     = "retention"
+	CheckExpiry        = "expiry " // + prefix: "expiry payloads/", "expiry results/"
 	// CheckAbortIncomplete + prefix: a rule aborts incomplete multipart
 	// uploads there (what a check-in killed mid-upload leaves).
 	CheckAbortIncomplete = "abort incomplete uploads "

@@ -26,6 +26,10 @@ line per check; exit 1 if any fails:
                          failure, not a missing payload)
   keeper                 an encrypted probe is checked in and claimed back:
                          the keeper wraps and unwraps a data key
+  deployment key         the keeper unwraps the data key of an existing
+                         sealed object of the store (one per key id): a
+                         host with another key, or none, fails naming the
+                         key id it needs (share it with claimcheck keys)
   retention              the minimum lifetimes, from the same flags as
                          "claimcheck retention"
   expiry payloads/       S3: the bucket's actual lifecycle rules expire

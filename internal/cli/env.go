@@ -38,6 +38,28 @@ func (e *env) Close() {
 	}
 }
 
+// locations are the store and job database URLs: --store and --database,
+// or the data directory's file store and SQLite file.
+func (g *globals) locations(data string) (storeURL, database string) {
+	storeURL, database = g.store, g.database
+	if storeURL == "" {
+		storeURL = "file://" + filepath.ToSlash(filepath.Join(data, "objects"))
+	}
+	if database == "" {
+		database = "sqlite://" + filepath.ToSlash(filepath.Join(data, "claimcheck.db"))
+	}
+	return storeURL, database
+}
+
+// openKeeper is openKeeper for this command's --keeper and data directory
+// data: a missing key file is made only when the deployment (its store and
+// job database) holds nothing sealed.
+func (g *globals) openKeeper(ctx context.Context, data string, readOnly bool) (*secrets.Keeper, string, error) {
+	storeURL, database := g.locations(data)
+	spool := (&env{data: data}).spoolDir()
+	return openKeeper(ctx, g.keeper, data, func() (string, error) { return deploymentHolds(ctx, storeURL, database, spool) }, readOnly)
+}
+
 // open checks the data directory is writable, then opens the store and the
 // pipeline. Every error names what to fix.
 func (g *globals) open(ctx context.Context) (*env, error) {
@@ -54,27 +76,21 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 			return nil, usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)")
 		}
 	}
-	storeURL := g.store
-	if strings.HasPrefix(storeURL, "mem://") && !g.memOK {
+	if strings.HasPrefix(g.store, "mem://") && !g.memOK {
 		return nil, usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store")
 	}
-	if storeURL == "" {
-		storeURL = "file://" + filepath.ToSlash(filepath.Join(data, "objects"))
-	}
-	database := g.database
-	if database == "" {
-		dbPath := filepath.Join(data, "claimcheck.db")
-		if _, err := os.Stat(dbPath); g.readOnly && errors.Is(err, os.ErrNotExist) {
+	storeURL, database := g.locations(data)
+	if g.database == "" {
+		if _, err := os.Stat(filepath.Join(data, "claimcheck.db")); g.readOnly && errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data)
 		}
-		database = "sqlite://" + filepath.ToSlash(dbPath)
 	}
 	threshold := g.inlineThreshold
 	if threshold == 0 {
 		threshold = -1 // --inline-threshold 0: nothing travels inline
 	}
 	spool := (&env{data: data}).spoolDir()
-	keeper, keyID, err := openKeeper(ctx, g.keeper, data, func() (string, error) { return deploymentHolds(ctx, storeURL, database, spool) }, g.readOnly)
+	keeper, keyID, err := g.openKeeper(ctx, data, g.readOnly)
 	if err != nil {
 		return nil, err
 	}

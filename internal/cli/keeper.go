@@ -166,11 +166,6 @@ func createKeyFile(dir, path string) ([]byte, error) {
 // is not created, and the store is opened without a keeper. err is set,
 // classified (the store's or the database's), when this cannot be checked.
 func deploymentHolds(ctx context.Context, storeURL, database, spool string) (string, error) {
-	if n, err := countSealedJobs(ctx, database); err != nil {
-		return "", fmt.Errorf("the job database cannot be read: %w", err)
-	} else if n > 0 {
-		return fmt.Sprintf("the job database holds %d jobs with sealed inline payloads or results", n), nil
-	}
 	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: spool})
 	if err != nil {
 		return "", err
@@ -180,22 +175,22 @@ func deploymentHolds(ctx context.Context, storeURL, database, spool string) (str
 	if err != nil {
 		return "", err
 	}
+	var holds []string
 	if len(found) > 0 {
 		ids := make([]string, len(found))
 		for i, o := range found {
-			ids[i] = keyIDText(o.KeyID)
+			ids[i] = claimcheck.KeyIDText(o.KeyID)
 		}
-		return "the store holds payloads sealed under key id " + strings.Join(ids, ", "), nil
+		holds = append(holds, "the store holds payloads sealed under key id "+strings.Join(ids, ", "))
 	}
-	return "", nil
-}
-
-// keyIDText shows a recorded key id, or says it was not recorded.
-func keyIDText(id string) string {
-	if id == "" {
-		return "(unrecorded)"
+	n, err := countSealedJobs(ctx, database)
+	if err != nil {
+		return "", fmt.Errorf("the job database cannot be read: %w", err)
 	}
-	return id
+	if n > 0 {
+		holds = append(holds, fmt.Sprintf("the job database holds %d jobs with sealed inline payloads or results", n))
+	}
+	return strings.Join(holds, " and "), nil
 }
 
 // countSealedJobs counts the jobs in database whose arguments (an inline

@@ -33,7 +33,9 @@ func newKeys(g *globals) *cobra.Command {
 		Short: "Print the data directory's payload key in the form --keeper takes, to share it with other hosts",
 		Long: `Print the key-encryption key of the data directory (<data>/keys/kek.key, the
 default keeper) as a keeper URL, base64key://KEY, and its key id on standard
-error. Every host of one deployment must use the same key: pass the URL as
+error. The key file is made on first use, as submit makes it, unless the
+deployment (--store, --database) already holds sealed payloads: then the
+lost file must be restored, and keys says so. Every host of one deployment must use the same key: pass the URL as
 --keeper (or CLAIMCHECK_KEEPER) on the others, or copy the key file to
 <data>/keys/kek.key there (the file is readable by base64key:// as it is).
 
@@ -71,16 +73,21 @@ func (o *keysOptions) run(cmd *cobra.Command, g *globals) error {
 			return fmt.Errorf("data directory %q: %w", g.data, err)
 		}
 		out.File = keyFilePath(data)
-		raw, err := os.ReadFile(out.File)
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("no key file %s: the data directory has no key yet (the first submit or work makes one), or it was lost (restore it); `claimcheck keys --new` prints a fresh one to share with --keeper", out.File)
+		if _, err := os.Stat(out.File); errors.Is(err, os.ErrNotExist) {
+			if err := ensureWritable(data); err != nil {
+				return err
+			}
 		}
+		// Made on first use as submit makes it, and refused in the same
+		// case: a deployment that holds sealed data needs its key restored.
+		k, _, err := g.openKeeper(cmd.Context(), data, false)
 		if err != nil {
-			return fmt.Errorf("read key file %s: %v", out.File, unwrapPath(err))
+			return err
 		}
-		key, err := claimcheck.DecodeLocalKey(string(raw))
+		k.Close()
+		key, err := localKey(data, keyFileName, nil)
 		if err != nil {
-			return fmt.Errorf("key file %s: %v", out.File, err)
+			return err
 		}
 		out.Keeper = "base64key://" + encodeKey(key)
 	}

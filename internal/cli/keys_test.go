@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline"
 )
 
 // TestKeeperPostures: the same bytes checked in under the data directory's
@@ -120,6 +124,58 @@ func TestMissingKeyFileRefused(t *testing.T) {
 	for _, j := range b.jobs() {
 		if j.State != "completed" {
 			t.Errorf("job %d after the key was restored: %s", j.ID, j.State)
+		}
+	}
+}
+
+// TestLibraryProducerCommandWorker: a Go producer with the library's
+// defaults (claimcheck.OpenStore(ctx, url, nil): no keeper, payloads
+// stored plain) and a command-line worker with the command's defaults (the
+// data directory's key file). The inline job completes; the offloaded
+// one's first attempt fails with a configuration error whose message names
+// both fixes, and it is not dead; the worker run as the message says
+// (--keeper none) completes it.
+func TestLibraryProducerCommandWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(b.data, "objects")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	p, err := pipeline.Open(ctx, pipeline.Config{Database: "sqlite://" + filepath.ToSlash(filepath.Join(b.data, "claimcheck.db")), Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := p.Enqueue(ctx, "small", "acme", strings.NewReader("a small payload, inline and plain"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := p.Enqueue(ctx, "large", "acme", strings.NewReader(strings.Repeat("offloaded and plain ", 10<<10)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+
+	b.ok("work", "--kind", "small", "--until-empty", "--exec", "--", "wc", "-c")
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	var out, errOut bytes.Buffer
+	code := Run(wctx, []string{"--data", b.data, "work", "--kind", "large", "--exec", "--", "wc", "-c"}, strings.NewReader(""), &out, &errOut)
+	cancel()
+	t.Logf("command worker with its default keeper, on a library producer's plain payload: exit %d\n%s", code, errOut.String())
+	for _, want := range []string{"attempt 1 failed (config)", "stored unencrypted", "--keeper none", "claimcheck keys"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("the worker's error does not say %q", want)
+		}
+	}
+	if strings.Contains(errOut.String(), "payload-corrupt") {
+		t.Errorf("a plain payload on an encrypting worker is a configuration error, not payload-corrupt")
+	}
+	b.ok("--keeper", "none", "work", "--kind", "large", "--until-empty", "--exec", "--", "wc", "-c")
+	for _, j := range b.jobs() {
+		if want := map[int64]bool{small.JobID: true, large.JobID: true}; want[j.ID] && j.State != "completed" {
+			t.Errorf("job %d (%s): %s %s", j.ID, j.Kind, j.State, j.Reason)
 		}
 	}
 }

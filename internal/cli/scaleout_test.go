@@ -14,6 +14,8 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/bigpdf"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/internal/testenv"
+	"github.com/claimcheck/claimcheck/ops"
 )
 
 // TestScaleOutEndToEnd runs the command against a real S3 server (SeaweedFS,
@@ -146,4 +148,114 @@ func jobState(t *testing.T, r result, id int64) jobJSON {
 	}
 	t.Fatalf("job %d not listed", id)
 	return jobJSON{}
+}
+
+// doctorRow runs doctor --json on a host and returns its check named name
+// (doctor's own verdict is not asserted: on SeaweedFS the lifecycle rows
+// fail for reasons of their own).
+func doctorRow(t *testing.T, b *cliBundle, global []string, name string) ops.Check {
+	t.Helper()
+	r := b.run("", append(global, "--json", "doctor")...)
+	var rep struct {
+		Checks []ops.Check `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: exit %d: %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("doctor has no %q row:\n%s", name, r.stdout)
+	return ops.Check{}
+}
+
+// TestScaleOutTwoHosts follows the README's "Scaling out" steps with two
+// data directories standing for two hosts on one PostgreSQL database and
+// one SeaweedFS namespace: every job submitted on the first is worked on
+// the second, which takes the key `claimcheck keys` printed on the first
+// as --keeper. A third host with a key of its own (unshared): doctor fails
+// its deployment-key row naming the key id the payloads need, its worker's
+// error names that id too, and no job dies of it. The second host without
+// its --keeper (no key file, sealed payloads present) is refused at start
+// naming the missing file and the key id.
+func TestScaleOutTwoHosts(t *testing.T) {
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	s3URL := ownNamespace(t, testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `eval "$(scripts/seaweedfs.sh env)"`), "hosts"+suffix)
+	testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL database all hosts share")
+	global := []string{"--store", s3URL, "--database", dbtest.Postgres(t)}
+	one, two, other := setup(t), setup(t), setup(t)
+	kind, tenant := "count", "acme"
+
+	// Host one: migrate, and keys prints its key (made on first use) in
+	// the form --keeper takes. The unshared host made a key of its own
+	// before anything was sealed.
+	one.ok(append(global, "migrate")...)
+	var key keysJSON
+	if err := json.Unmarshal([]byte(one.ok(append(global, "--json", "keys")...)), &key); err != nil || !strings.HasPrefix(key.Keeper, "base64key://") {
+		t.Fatalf("keys --json on host one: %+v %v", key, err)
+	}
+	var otherKey keysJSON
+	if err := json.Unmarshal([]byte(other.ok(append(global, "--json", "keys")...)), &otherKey); err != nil || otherKey.KeyID == key.KeyID {
+		t.Fatalf("keys --json on the unshared host: %+v %v", otherKey, err)
+	}
+	t.Logf("host one's key id %s; the unshared host's %s", key.KeyID, otherKey.KeyID)
+
+	// Host one submits: an inline payload (its ticket sealed) and two
+	// offloaded ones (sealed objects).
+	small := filepath.Join(t.TempDir(), "small.txt")
+	if err := os.WriteFile(small, []byte("small enough to travel inline, sealed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, f := range []string{small, payloadFile(t, 100<<10), payloadFile(t, 300<<10)} {
+		ids = append(ids, one.submit(append(global, "--kind", kind, "--tenant", tenant, f)...).ID)
+	}
+
+	// Host two, with host one's key.
+	shared := append(append([]string{}, global...), "--keeper", key.Keeper)
+	if c := doctorRow(t, two, shared, ops.CheckDeploymentKey); c.Status != ops.StatusPass || !strings.Contains(c.Detail, key.KeyID) {
+		t.Errorf("doctor on host two with the shared key: %+v, want pass naming %s", c, key.KeyID)
+	}
+
+	// The unshared host: doctor fails naming the key id needed, and so
+	// does its worker; the jobs wait.
+	c := doctorRow(t, other, global, ops.CheckDeploymentKey)
+	if c.Status != ops.StatusFail || !strings.Contains(c.Detail, key.KeyID) || !strings.Contains(c.Detail, otherKey.KeyID) || !strings.Contains(c.Detail, "claimcheck keys") {
+		t.Errorf("doctor on the unshared host: %+v, want a failure naming %s and %s and how to share", c, key.KeyID, otherKey.KeyID)
+	}
+	t.Logf("doctor on the unshared host: %s: %s", c.Status, c.Detail)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	var out, errOut bytes.Buffer
+	code := Run(ctx, append(append([]string{"--data", other.data}, global...), "work", "--kind", kind, "--exec", "--", "wc", "-c"), strings.NewReader(""), &out, &errOut)
+	cancel()
+	if !strings.Contains(errOut.String(), key.KeyID) {
+		t.Errorf("the unshared host's worker (exit %d) does not name the key id %s:\n%s", code, key.KeyID, errOut.String())
+	}
+	t.Logf("work on the unshared host: exit %d\n%s", code, errOut.String())
+	for _, j := range two.jobs(append(shared, "--kind", kind)...) {
+		if j.State == "cancelled" || j.State == "discarded" || j.State == "completed" {
+			t.Errorf("job %d after the unshared worker: %s %s, want it waiting", j.ID, j.State, j.Reason)
+		}
+	}
+
+	// Host two without --keeper: it has no key file and the deployment
+	// holds sealed payloads: refused, naming the file and the key id.
+	r := two.run("", append(global, "work", "--kind", kind, "--until-empty", "--exec", "--", "wc", "-c")...)
+	if path := filepath.Join(two.data, "keys", keyFileName); r.code != 2 || !strings.Contains(r.stderr, path) || !strings.Contains(r.stderr, key.KeyID) {
+		t.Errorf("host two without its key: exit %d, want 2 naming %s and %s\n%s", r.code, path, key.KeyID, r.stderr)
+	}
+
+	// Host two with the shared key works every job host one submitted.
+	two.ok(append(shared, "work", "--kind", kind, "--until-empty", "--exec", "--", "wc", "-c")...)
+	done := map[int64]string{}
+	for _, j := range two.jobs(append(shared, "--kind", kind)...) {
+		done[j.ID] = j.State
+	}
+	for _, id := range ids {
+		if done[id] != "completed" {
+			t.Errorf("job %d submitted on host one, worked on host two: %s", id, done[id])
+		}
+	}
 }
