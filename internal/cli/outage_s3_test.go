@@ -56,7 +56,26 @@ func TestWorkSurvivesS3Outage(t *testing.T) {
 			"--exec", "--", "sh", "-c", "sleep 2; cat"}, strings.NewReader(""), &out, &errOut)
 		done <- result{out.String(), errOut.String(), code}
 	}()
-	time.Sleep(time.Second) // the first two jobs are running
+	// Cut once a job is running, so that work is past its start-up
+	// checks (which refuse an unreachable store at once, by design): on
+	// a loaded machine a fixed second was not always enough.
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		var js []jobJSON
+		if err := json.Unmarshal([]byte(b.ok("jobs", "--json", "--kind", kind, "--state", "running")), &js); err != nil {
+			t.Fatal(err)
+		}
+		if len(js) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no job running 2 minutes after work started")
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("work ended before the outage: exit %d\n%s", r.code, r.stderr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	proxy.Cut()
 	t.Logf("store cut %v after work started, for %v", time.Since(start).Round(time.Millisecond), outage)
 	select {
