@@ -215,7 +215,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		// cannot, nothing is stored, in plaintext or otherwise.
 		var err error
 		if aead, meta[metaDEK], err = s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key)); err != nil {
-			return fmt.Errorf("claimcheck: check in %s: %w", t, err)
+			return fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
 		}
 		if s.seal.keyID != "" {
 			meta[metaKEKID] = s.seal.keyID
@@ -464,7 +464,7 @@ func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 	ad := associatedData(t.Tenant, "")
 	aead, dek, err := s.seal.newDataKey(ctx, ad)
 	if err != nil {
-		return fmt.Errorf("claimcheck: check in %s: %w", t, err)
+		return fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
 	}
 	var buf bytes.Buffer
 	w, err := aead.NewEncryptingWriter(&buf, ad)

@@ -4,72 +4,36 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"gocloud.dev/secrets"
 
 	"github.com/claimcheck/claimcheck"
-	"github.com/claimcheck/claimcheck/internal/testenv"
+	"github.com/claimcheck/claimcheck/internal/testenv/localkms"
 )
 
-// KMSEndpointEnv names the environment variable holding the endpoint of
-// local-kms, an AWS KMS emulator (scripts/local-kms.sh env prints it).
-const KMSEndpointEnv = "CLAIMCHECK_TEST_KMS_ENDPOINT"
-
-const kmsHow = `scripts/local-kms.sh build && scripts/local-kms.sh start && eval "$(scripts/local-kms.sh env)"`
-
-// localKMS is a KMS client on local-kms and a way to open awskms://
-// keepers on it. local-kms accepts any credentials, and unsigned requests:
-// the keepers are anonymous, so the SDK looks for no credentials
-// (environment, metadata service).
-type localKMS struct {
-	endpoint, region string
-	client           *kms.Client
-}
-
-func newLocalKMS(t *testing.T) *localKMS {
+// kmsOptions opens gocloud's awskms keeper for keyID on local-kms and
+// returns store options with it and its key id (claimcheck.KeeperID of its
+// URL, "awskms:KEYID"), as the command opens --keeper.
+func kmsOptions(t *testing.T, l *localkms.KMS, keyID string) *claimcheck.Options {
 	t.Helper()
-	endpoint := testenv.Require(t, KMSEndpointEnv, kmsHow)
-	region := os.Getenv("CLAIMCHECK_TEST_KMS_REGION")
-	if region == "" {
-		region = "us-east-1"
-	}
-	return &localKMS{endpoint: endpoint, region: region, client: kms.New(kms.Options{
-		Region:       region,
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("local-kms", "local-kms", ""),
-	})}
-}
-
-// createKey makes a symmetric encryption key and returns its id.
-func (l *localKMS) createKey(t *testing.T) string {
-	t.Helper()
-	out, err := l.client.CreateKey(t.Context(), &kms.CreateKeyInput{Description: aws.String("claimcheck test " + t.Name())})
-	if err != nil {
-		t.Fatalf("CreateKey on local-kms: %v", err)
-	}
-	return aws.ToString(out.KeyMetadata.KeyId)
-}
-
-// keeper opens gocloud's awskms keeper for keyID on local-kms.
-func (l *localKMS) keeper(t *testing.T, keyID string) *secrets.Keeper {
-	t.Helper()
-	q := url.Values{"region": {l.region}, "endpoint": {l.endpoint}, "anonymous": {"true"}}
-	k, err := secrets.OpenKeeper(t.Context(), "awskms://"+keyID+"?"+q.Encode())
+	u := l.KeeperURL(keyID)
+	k, err := secrets.OpenKeeper(t.Context(), u)
 	if err != nil {
 		t.Fatalf("OpenKeeper: %v", err)
 	}
 	t.Cleanup(func() { _ = k.Close() })
-	return k
+	id, err := claimcheck.KeeperID(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &claimcheck.Options{Keeper: k, KeeperID: id}
 }
 
 // assertKeeperFailed: err is keeper-failed, transient, never missing or
@@ -91,13 +55,13 @@ func assertKeeperFailed(t *testing.T, what string, err error, keyID string) {
 
 // TestKeeperLocalKMS: payloads sealed under a real AWS KMS key (local-kms)
 // round-trip; with the key disabled, claims and check-ins are keeper-failed
-// (retried, naming the key), nothing is stored, and once the key is enabled
-// again the same tickets claim.
+// (retried, naming the key id, offloaded and inline alike), nothing is
+// stored, and once the key is enabled again the same tickets claim.
 func TestKeeperLocalKMS(t *testing.T) {
-	l := newLocalKMS(t)
+	l := localkms.New(t)
 	t.Parallel()
-	keyID := l.createKey(t)
-	b := setup(t, &claimcheck.Options{Keeper: l.keeper(t, keyID)})
+	keyID := l.CreateKey(t)
+	b := setup(t, kmsOptions(t, l, keyID))
 	data := corpusPDF(t, "bash.pdf")
 	small := []byte("inline " + payloadMarker)
 	tk := b.checkIn(t, "acme", data, nil)
@@ -119,31 +83,28 @@ func TestKeeperLocalKMS(t *testing.T) {
 	}
 	files := b.files(t)
 
-	if _, err := l.client.DisableKey(t.Context(), &kms.DisableKeyInput{KeyId: aws.String(keyID)}); err != nil {
-		t.Fatal(err)
-	}
+	l.Disable(t, keyID)
 	for name, c := range map[string]*claimcheck.Ticket{"offloaded": tk, "inline": itk} {
 		_, err := readAllOpen(b.ctx, b.store, c)
 		// Decrypt names no key (the ciphertext does), and local-kms's
 		// answer for a disabled key names none either (AccessDeniedException
 		// "... or you are not allowed to access"; AWS answers
-		// DisabledException naming the key's ARN).
-		assertKeeperFailed(t, "claim "+name+" with the key disabled", err, "")
+		// DisabledException naming the key's ARN): the claim names the
+		// keeper's key id (Options.KeeperID).
+		assertKeeperFailed(t, "claim "+name+" with the key disabled", err, "awskms:"+keyID)
 	}
 	for name, d := range map[string][]byte{"offloaded": randomBytes(100_000, 9), "inline": []byte("another " + payloadMarker)} {
 		tk, err := b.store.CheckIn(b.ctx, "acme", bytes.NewReader(d), nil)
 		if tk != nil {
 			t.Fatalf("check-in %s with the key disabled gave a ticket", name)
 		}
-		assertKeeperFailed(t, "check in "+name+" with the key disabled", err, keyID)
+		assertKeeperFailed(t, "check in "+name+" with the key disabled", err, "awskms:"+keyID)
 	}
 	if got := b.files(t); !slices.Equal(got, files) {
 		t.Fatalf("files after refused check-ins = %q, want %q", got, files)
 	}
 
-	if _, err := l.client.EnableKey(t.Context(), &kms.EnableKeyInput{KeyId: aws.String(keyID)}); err != nil {
-		t.Fatal(err)
-	}
+	l.Enable(t, keyID)
 	if got := b.claimBytes(t, tk); !bytes.Equal(got, data) {
 		t.Fatal("claim after the key is enabled again differs")
 	}
@@ -155,14 +116,14 @@ func TestKeeperLocalKMS(t *testing.T) {
 // (local-kms has no IAM: a key policy refusing the caller, AccessDenied,
 // is covered by TestSealKeeperDenied's stub.)
 func TestKeeperLocalKMSUnusableKeys(t *testing.T) {
-	l := newLocalKMS(t)
+	l := localkms.New(t)
 	t.Parallel()
 	ctx := t.Context()
-	pending := l.createKey(t)
-	if _, err := l.client.ScheduleKeyDeletion(ctx, &kms.ScheduleKeyDeletionInput{KeyId: aws.String(pending), PendingWindowInDays: aws.Int32(7)}); err != nil {
+	pending := l.CreateKey(t)
+	if _, err := l.Client.ScheduleKeyDeletion(ctx, &kms.ScheduleKeyDeletionInput{KeyId: aws.String(pending), PendingWindowInDays: aws.Int32(7)}); err != nil {
 		t.Fatal(err)
 	}
-	sign, err := l.client.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecEccNistP256, KeyUsage: kmstypes.KeyUsageTypeSignVerify})
+	sign, err := l.Client.CreateKey(ctx, &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecEccNistP256, KeyUsage: kmstypes.KeyUsageTypeSignVerify})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +132,14 @@ func TestKeeperLocalKMSUnusableKeys(t *testing.T) {
 		"signing key":      aws.ToString(sign.KeyMetadata.KeyId),
 		"no such key":      "00000000-0000-4000-8000-000000000000",
 	} {
-		b := setup(t, &claimcheck.Options{Keeper: l.keeper(t, keyID)})
+		b := setup(t, kmsOptions(t, l, keyID))
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		tk, err := b.store.CheckIn(cctx, "acme", bytes.NewReader(randomBytes(100_000, 3)), nil)
 		cancel()
 		if tk != nil {
 			t.Fatalf("%s: a ticket", name)
 		}
-		assertKeeperFailed(t, name, err, keyID)
+		assertKeeperFailed(t, name, err, "awskms:"+keyID)
 		if files := b.files(t); len(files) != 0 {
 			t.Fatalf("%s: files stored: %q", name, files)
 		}

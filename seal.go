@@ -94,6 +94,15 @@ func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tin
 	return p, nil
 }
 
+// underKeyID names the sealer's key id for an error (" under key id
+// awskms:…"), or nothing when the store was given none.
+func (s *sealer) underKeyID() string {
+	if s.keyID == "" {
+		return ""
+	}
+	return " under key id " + s.keyID
+}
+
 // keeperError classifies a keeper failure as ErrKeeper ("keeper-failed"),
 // whatever the keeper said: a disabled key, a key the caller may not use
 // (AccessDeniedException, which gocloud reports as PermissionDenied), one
