@@ -307,6 +307,18 @@ const (
 // Name is the store's logical name, as written into tickets.
 func (s *Store) Name() string { return s.name }
 
+// Serves reports whether the store claims tickets of tenant: every tenant
+// when Options.Tenants is empty, else only those listed. A worker uses it
+// to leave another tenant's job for a worker that serves it, before it
+// claims anything; Claim itself refuses such a ticket (ErrTicketForbidden).
+func (s *Store) Serves(tenant string) bool {
+	return len(s.tenants) == 0 || slices.Contains(s.tenants, tenant)
+}
+
+// Tenants are the only tenants the store claims tickets of
+// (Options.Tenants), or nil when it serves every tenant.
+func (s *Store) Tenants() []string { return slices.Clone(s.tenants) }
+
 // InlineThreshold is the largest inline payload in bytes, or -1 when every
 // payload is offloaded.
 func (s *Store) InlineThreshold() int64 { return s.threshold }

@@ -74,6 +74,10 @@ const (
 	// JobReleased: the worker stopped before the handler finished (drain
 	// deadline, abort); the job is back in its queue, attempt not spent.
 	JobReleased JobState = "released"
+	// JobLeft: the job is for a tenant this worker does not serve
+	// (claimcheck.Options.Tenants): it went back to its queue, nothing
+	// fetched and no attempt spent, for a worker that serves the tenant.
+	JobLeft JobState = "left"
 )
 
 // Outcome is what one attempt came to.
@@ -134,7 +138,8 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
 	}
-	return p.runClient(ctx, workers, queues, kinds, opts.UntilEmpty, drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify, running: w.running})
+	return p.runClient(ctx, workers, queues, kinds, opts.UntilEmpty, drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify, running: w.running,
+		tenants: p.store.Tenants()})
 }
 
 // drainOptions say how runClient stops.
@@ -143,6 +148,9 @@ type drainOptions struct {
 	abort   <-chan struct{}
 	notify  func(string)
 	running *running // nil: the relay, whose publishes end on their own
+	// tenants, when set, are the only tenants whose jobs UntilEmpty waits
+	// for (a tenant-restricted worker leaves the others' jobs).
+	tenants []string
 }
 
 // sayStopping says that a stop began, and which of what is running it
@@ -235,8 +243,9 @@ func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string, d drainOptions
 	defer tick.Stop()
 	lastNotice := time.Now()
 	failing := false
+	params := tenantFilter(river.NewJobListParams().Queues(kinds...).States(pendingStates...).First(1), d.tenants)
 	for {
-		res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(kinds...).States(pendingStates...).First(1))
+		res, err := p.client.JobList(ctx, params)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
@@ -263,6 +272,22 @@ func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string, d drainOptions
 		case <-tick.C:
 		}
 	}
+}
+
+// tenantFilter restricts params to the jobs of tenants (all when none):
+// the tenant in the job's arguments, read with ->> (PostgreSQL's jsonb
+// operator, and SQLite's since 3.38).
+func tenantFilter(params *river.JobListParams, tenants []string) *river.JobListParams {
+	if len(tenants) == 0 {
+		return params
+	}
+	names := make([]string, len(tenants))
+	args := river.NamedArgs{}
+	for i, t := range tenants {
+		names[i] = fmt.Sprintf("@tenant%d", i)
+		args[fmt.Sprintf("tenant%d", i)] = t
+	}
+	return params.Where("args ->> 'tenant' IN ("+strings.Join(names, ", ")+")", args)
 }
 
 // noticeRunning says which running jobs of kinds held by other workers
@@ -305,6 +330,17 @@ var errReleased = errors.New("worker stopping: job released to the queue")
 var errLeaseLost = errors.New("job lease lost: rescued or released while this worker could not renew it")
 
 func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error) {
+	if !w.p.store.Serves(job.Args.Tenant) {
+		// Another tenant's job: back to its queue untouched, nothing
+		// fetched, no attempt spent (River's snooze), for a worker that
+		// serves the tenant. A ticket whose own tenant this worker does
+		// not serve, under a job of a tenant it does, is still refused
+		// (ticket-forbidden) by the claim, before any fetch.
+		if w.onDone != nil {
+			w.onDone(Outcome{JobID: job.ID, Kind: job.Args.JobKind, Attempt: job.Attempt, State: JobLeft})
+		}
+		return river.JobSnooze(leaveDelay(job.Metadata))
+	}
 	// The handler runs on a context of its own: River's carries the lease
 	// as a deadline, and is cancelled by a hard stop.
 	ctx, cancelTimeout := context.WithTimeout(context.WithoutCancel(rctx), w.p.cfg.JobTimeout)
@@ -341,6 +377,32 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 		w.onDone(o)
 	}
 	return err
+}
+
+// Bounds of the delay before a job left for another tenant's worker is
+// fetched again: leaveMinDelay after the first time, doubling each time
+// it is left (River counts a job's snoozes), up to leaveMaxDelay. It is
+// the most a worker serving the tenant may wait for the job because a
+// worker that does not serve it fetched it first; the doubling keeps
+// workers that serve none of a backlog's tenants from fetching it in a
+// loop. Tenants given kinds (queues) of their own never meet this.
+const (
+	leaveMinDelay = 250 * time.Millisecond
+	leaveMaxDelay = 10 * time.Second
+)
+
+// leaveDelay is the snooze of a job left for another tenant's worker,
+// from its River metadata's snooze count.
+func leaveDelay(metadata []byte) time.Duration {
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(metadata, &m)
+	d := leaveMinDelay
+	for i := 0; i < m.Snoozes && d < leaveMaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, leaveMaxDelay)
 }
 
 // settleFailure applies the retry policy to a failed attempt and returns

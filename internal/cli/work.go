@@ -93,6 +93,7 @@ delivered nothing for --idle.`,
 			var done, failed atomic.Int64
 			var mu sync.Mutex
 			var dead []int64 // bounded by the dead letters of this run
+			var leftJobs sync.Map
 			stderr := cmd.ErrOrStderr()
 			opts := pipeline.WorkOptions{
 				Handlers:     map[string]claimcheck.Handler{kind: h},
@@ -106,6 +107,12 @@ delivered nothing for --idle.`,
 					case pipeline.JobCompleted:
 						done.Add(1)
 					case pipeline.JobReleased:
+					case pipeline.JobLeft:
+						// Another tenant's job (--tenant): left in its queue for
+						// a worker serving that tenant; said once per job.
+						if _, seen := leftJobs.LoadOrStore(o.JobID, true); !seen {
+							fmt.Fprintf(stderr, "job %d: tenant not served by this worker (--tenant); left in its queue for a worker that serves it, no attempt spent\n", o.JobID)
+						}
 					default:
 						failed.Add(1)
 						fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s: %v\n", o.JobID, messageNote(o.MessageID), o.Attempt, o.Reason, o.State, o.Err)
@@ -170,7 +177,7 @@ delivered nothing for --idle.`,
 		},
 	}
 	c.Flags().StringVar(&kind, "kind", "", "job kind to work (required)")
-	c.Flags().StringArrayVar(&g.tenants, "tenant", nil, "claim only this tenant's payloads (repeatable); others are dead-lettered as ticket-forbidden without any fetch")
+	c.Flags().StringArrayVar(&g.tenants, "tenant", nil, "work only this tenant's jobs (repeatable): other tenants' jobs are left in their queue for a worker that serves them, nothing fetched and no attempt spent; a ticket of another tenant inside a served tenant's job is refused (ticket-forbidden) before any fetch")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
 	c.Flags().BoolVar(&untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
 	c.Flags().BoolVar(&noRelay, "no-relay", false, "with --broker: consume only; another process relays the outbox")
