@@ -88,3 +88,27 @@ func TestCheckConfig(t *testing.T) {
 		t.Fatalf("one byte short: %v", err)
 	}
 }
+
+func TestBinding(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"amqp://guest:secret@127.0.0.1:5672/?queue=jobs&prefetch=4", "amqp://127.0.0.1:5672/?queue=jobs"},
+		{"amqp://guest:secret@127.0.0.1/?queue=jobs", "amqp://127.0.0.1:5672/?queue=jobs"},
+		{"AMQP://HOST/vhost?heartbeat=10s", "amqp://host:5672/vhost"},
+		{"nats://127.0.0.1:4222?stream=S&consumer=c&ack_wait=1m", "nats://127.0.0.1:4222/?stream=S"},
+		{"nats://u:p@127.0.0.1", "nats://127.0.0.1:4222/"},
+		{"sqs://?queue_url=https://sqs.eu-west-1.amazonaws.com/1/jobs&dead_letter_queue_url=https://sqs.eu-west-1.amazonaws.com/1/dlq",
+			"sqs:///?dead_letter_queue_url=https%3A%2F%2Fsqs.eu-west-1.amazonaws.com%2F1%2Fdlq&queue_url=https%3A%2F%2Fsqs.eu-west-1.amazonaws.com%2F1%2Fjobs"},
+		{"sqs://?queue_url=http://key:secret@127.0.0.1:3000/q", "sqs:///?queue_url=http%3A%2F%2F127.0.0.1%3A3000%2Fq"},
+	} {
+		got, err := Binding(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("Binding(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+		if strings.Contains(got, "secret") {
+			t.Errorf("Binding(%q) = %q keeps a secret", tc.in, got)
+		}
+	}
+	if _, err := Binding("no scheme"); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Errorf("Binding of a non-URL: %v, want ErrConfig", err)
+	}
+}

@@ -81,3 +81,61 @@ func RedactURL(s string) string {
 	}
 	return s
 }
+
+// bindingParams are the query parameters of a broker URL that say where
+// its messages go (RabbitMQ's queue, JetStream's stream and subject, SQS's
+// queue URLs); the others (credentials, timeouts, sizes, consumer
+// settings) do not change the destination.
+var bindingParams = []string{"queue", "stream", "subject", "queue_url", "dead_letter_queue_url"}
+
+// defaultPorts fill in a broker URL's port when it names none, so that
+// amqp://host and amqp://host:5672 are one broker.
+var defaultPorts = map[string]string{"amqp": "5672", "amqps": "5671", "nats": "4222", "tls": "4222"}
+
+// MaxBindingLen is the longest Binding, in bytes.
+const MaxBindingLen = 512
+
+// Binding names the broker, and the queue or stream on it, that a broker
+// URL publishes to, for recording with an outbox entry: the scheme, the
+// host and port (a default port filled in), the path (a RabbitMQ virtual
+// host) and the parameters that route messages (queue, stream, subject,
+// queue_url, dead_letter_queue_url), sorted; never a user name, password
+// or other parameter, so it is safe to store and print. Two URLs that
+// reach the same queue the same way have the same binding; a routing
+// parameter left to its default and one given with the default's value
+// differ, so give them alike. Errors: a URL that does not parse, or a
+// binding longer than MaxBindingLen (ErrConfig).
+func Binding(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("broker: %q is not a broker URL: %w", RedactURL(rawURL), claimcheck.ErrConfig)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Host)
+	if host != "" && u.Port() == "" && defaultPorts[scheme] != "" {
+		host += ":" + defaultPorts[scheme]
+	}
+	path := u.Path
+	if path == "" {
+		path = "/"
+	}
+	q := u.Query()
+	keep := url.Values{}
+	for _, name := range bindingParams {
+		for _, v := range q[name] {
+			if pu, err := url.Parse(v); err == nil && pu.User != nil { // a queue URL with credentials
+				pu.User = nil
+				v = pu.String()
+			}
+			keep.Add(name, v)
+		}
+	}
+	b := scheme + "://" + host + path
+	if len(keep) > 0 {
+		b += "?" + keep.Encode()
+	}
+	if len(b) > MaxBindingLen {
+		return "", fmt.Errorf("broker: the URL's broker and queue make %d bytes, at most %d allowed: %w", len(b), MaxBindingLen, claimcheck.ErrConfig)
+	}
+	return b, nil
+}

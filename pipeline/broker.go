@@ -25,6 +25,8 @@ type BrokerSource struct {
 	// Relay, if set, is the destination whose outbox Work also relays to
 	// Transport while it consumes (see Relay).
 	Relay string
+	// RelayBroker is the relay's RelayOptions.Broker: Transport's binding.
+	RelayBroker string
 	// OnRelayed, if set, is the relay's OnSent.
 	OnRelayed func(jobID int64, err error)
 	// Idle is, with WorkOptions.UntilEmpty, how long the broker must have
@@ -79,7 +81,7 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- p.Relay(relayCtx, RelayOptions{Destination: src.Relay, Transport: src.Transport, OnSent: src.OnRelayed})
+			errc <- p.Relay(relayCtx, RelayOptions{Destination: src.Relay, Broker: src.RelayBroker, Transport: src.Transport, OnSent: src.OnRelayed})
 		}()
 	}
 	var inflight sync.Map // delivery ID → description, for the drain's messages
@@ -130,7 +132,7 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 			if src.Relay == "" {
 				return true, nil
 			}
-			return p.OutboxEmpty(ctx, src.Relay)
+			return p.OutboxEmptyFor(ctx, src.Relay, src.RelayBroker)
 		}
 	}
 	var err error

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
 )
 
 // Registry roles.
@@ -82,7 +84,19 @@ type EnqueueOptions struct {
 	// ValidateDestination; at most 16, no repeats. The idempotency key
 	// applies per destination.
 	Destinations []string
+	// Broker, if set with Destinations, binds each outbox entry to the
+	// broker (and queue or stream) it is for, as broker.Binding names it
+	// from the broker's URL: a relay given another broker
+	// (RelayOptions.Broker) leaves the entry, and an enqueue naming a
+	// destination whose pending entries are bound to another broker is
+	// refused with ErrDestinationBound before anything is stored.
+	Broker string
 }
+
+// ErrDestinationBound is returned (wrapped, with claimcheck.ErrConfig) by
+// an enqueue for a destination whose pending outbox entries are bound to
+// another broker (EnqueueOptions.Broker): its message names both.
+var ErrDestinationBound = errors.New("outbox destination bound to another broker")
 
 // MaxDestinations is the most destinations one enqueue fans out to.
 const MaxDestinations = 16
@@ -118,6 +132,13 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 	}
 	if err := validateEnqueue(kind, opts); err != nil {
 		return nil, err
+	}
+	for _, dest := range opts.Destinations {
+		// Before the check-in, so that a refusal stores nothing; EnqueueTx
+		// checks again inside the transaction.
+		if err := p.checkBinding(ctx, p.db, dest, opts.Broker); err != nil {
+			return nil, err
+		}
 	}
 	t, err := p.CheckIn(ctx, tenant, r, &opts.CheckIn)
 	if err != nil {
@@ -204,6 +225,16 @@ func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claim
 	insert := &river.InsertOpts{Queue: kind, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
 	if dest != "" {
 		insert.Queue = outboxQueue(dest)
+		if opts.Broker != "" {
+			if err := p.checkBinding(ctx, tx, dest, opts.Broker); err != nil {
+				return nil, err
+			}
+			md, err := json.Marshal(entryMetadata{Broker: opts.Broker})
+			if err != nil {
+				return nil, err
+			}
+			insert.Metadata = md
+		}
 	}
 	if opts.IdempotencyKey != "" {
 		insert.UniqueOpts = river.UniqueOpts{ByArgs: true, ByQueue: true}
@@ -235,6 +266,48 @@ func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claim
 	return res, nil
 }
 
+// entryMetadata is what an outbox entry records in its River metadata:
+// the broker it is bound to (EnqueueOptions.Broker), "" for none.
+type entryMetadata struct {
+	Broker string `json:"broker,omitempty"`
+}
+
+// entryBroker is the broker an outbox entry is bound to, from its River
+// metadata; "" when unbound.
+func entryBroker(metadata []byte) string {
+	var m entryMetadata
+	_ = json.Unmarshal(metadata, &m)
+	return m.Broker
+}
+
+// queryer is a *sql.DB or *sql.Tx.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkBinding refuses, with ErrDestinationBound, an entry for dest bound
+// to broker when a pending entry of dest is bound to another broker.
+// Unbound entries (EnqueueOptions.Broker empty) bind nothing.
+func (p *Pipeline) checkBinding(ctx context.Context, q queryer, dest, broker string) error {
+	if broker == "" {
+		return nil
+	}
+	var id int64
+	var other string
+	err := q.QueryRowContext(ctx, `SELECT id, metadata ->> 'broker' FROM river_job
+		WHERE queue = $1 AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+		AND metadata ->> 'broker' IS NOT NULL AND metadata ->> 'broker' <> '' AND metadata ->> 'broker' <> $2
+		ORDER BY id LIMIT 1`, outboxQueue(dest), broker).Scan(&id, &other)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("pipeline: look up the broker of destination %s: %w", dest, err)
+	}
+	return fmt.Errorf("pipeline: destination %q is bound to broker %s (its pending entry %d, and any others, go there), not %s: nothing was stored; give this broker a destination of its own (--destination), or relay the pending entries first: %w: %w",
+		dest, other, id, broker, ErrDestinationBound, claimcheck.ErrConfig)
+}
+
 func validateEnqueue(kind string, opts *EnqueueOptions) error {
 	if err := ValidateKind(kind); err != nil {
 		return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrTicketInvalid)
@@ -247,6 +320,12 @@ func validateEnqueue(kind string, opts *EnqueueOptions) error {
 	}
 	if err := ValidatePriority(opts.Priority); err != nil {
 		return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrTicketInvalid)
+	}
+	if opts.Broker != "" && len(opts.Destinations) == 0 {
+		return fmt.Errorf("pipeline: a broker binding is for outbox entries: give Destinations: %w", claimcheck.ErrConfig)
+	}
+	if len(opts.Broker) > broker.MaxBindingLen {
+		return fmt.Errorf("pipeline: broker binding of %d bytes, at most %d allowed: %w", len(opts.Broker), broker.MaxBindingLen, claimcheck.ErrConfig)
 	}
 	if len(opts.Destinations) > MaxDestinations {
 		return fmt.Errorf("pipeline: %d destinations, at most %d allowed: %w", len(opts.Destinations), MaxDestinations, claimcheck.ErrTicketInvalid)

@@ -59,6 +59,11 @@ func outboxQueue(dest string) string { return outboxQueuePrefix + dest }
 type RelayOptions struct {
 	// Destination is the outbox destination this relay serves. Required.
 	Destination string
+	// Broker, if set, is the binding of Transport's broker (broker.Binding
+	// of its URL): entries bound to another broker (EnqueueOptions.Broker)
+	// are left in the outbox, reported to OnSent with ErrOtherBroker, and
+	// UntilEmpty does not wait for them. Unbound entries go to any relay.
+	Broker string
 	// Transport is the broker the destination's entries are published to.
 	// Required; Relay does not close it. Check its size limit against the
 	// store at start-up with broker.CheckConfig.
@@ -78,6 +83,7 @@ type RelayOptions struct {
 	// OnSent, if set, is called after each publish attempt with the
 	// entry's job id and the attempt's error: nil once the broker
 	// confirmed it, wrapping ErrNotRelayable if the entry is now dead,
+	// wrapping ErrOtherBroker if it was left for another broker's relay,
 	// otherwise the publish error (the entry is kept and retried).
 	OnSent func(jobID int64, err error)
 }
@@ -127,7 +133,24 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		return fmt.Errorf("pipeline: relay: %w", err)
 	}
 	queue := outboxQueue(opts.Destination)
-	return p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty, drainOptions{})
+	return p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty,
+		drainOptions{filter: func(lp *river.JobListParams) *river.JobListParams { return brokerFilter(lp, opts.Broker) }})
+}
+
+// ErrOtherBroker marks, in RelayOptions.OnSent, an entry bound to another
+// broker than the relay's (EnqueueOptions.Broker, RelayOptions.Broker):
+// nothing was published, and the entry stays in the outbox, no attempt
+// spent, for a relay of its own broker.
+var ErrOtherBroker = errors.New("outbox entry bound to another broker")
+
+// brokerFilter restricts params to the outbox entries a relay for broker
+// publishes: those bound to it and those bound to none (all when broker
+// is "").
+func brokerFilter(params *river.JobListParams, broker string) *river.JobListParams {
+	if broker == "" {
+		return params
+	}
+	return params.Where("(metadata ->> 'broker' IS NULL OR metadata ->> 'broker' = '' OR metadata ->> 'broker' = @broker)", river.NamedArgs{"broker": broker})
 }
 
 type relayWorker struct {
@@ -152,6 +175,13 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 			}
 			w.opts.OnSent(job.ID, err)
 		}()
+	}
+	if bound := entryBroker(job.Metadata); w.opts.Broker != "" && bound != "" && bound != w.opts.Broker {
+		// Another broker's entry: leave it, unpublished and no attempt
+		// spent, for a relay of that broker.
+		return &relaySnooze{snooze: river.JobSnooze(leaveDelay(job.Metadata)),
+			err: fmt.Errorf("pipeline: outbox entry %d of destination %s is bound to broker %s, this relay publishes to %s: left in the outbox for a relay of that broker: %w",
+				job.ID, w.opts.Destination, bound, w.opts.Broker, ErrOtherBroker)}
 	}
 	enc := compactJSON(job.Args.Ticket)
 	t, err := claimcheck.ParseTicket(enc)
@@ -404,8 +434,16 @@ func isOutboxQueue(queue string) (string, bool) {
 
 // OutboxEmpty reports whether destination's outbox holds no entry waiting
 // to be sent (every entry sent or dead).
+//
+// OutboxEmptyFor is OutboxEmpty counting only the entries a relay for
+// broker (RelayOptions.Broker) publishes.
 func (p *Pipeline) OutboxEmpty(ctx context.Context, destination string) (bool, error) {
-	res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(outboxQueue(destination)).States(pendingStates...).First(1))
+	return p.OutboxEmptyFor(ctx, destination, "")
+}
+
+// OutboxEmptyFor: see OutboxEmpty.
+func (p *Pipeline) OutboxEmptyFor(ctx context.Context, destination, broker string) (bool, error) {
+	res, err := p.client.JobList(ctx, brokerFilter(river.NewJobListParams().Queues(outboxQueue(destination)).States(pendingStates...).First(1), broker))
 	if err != nil {
 		return false, fmt.Errorf("pipeline: poll outbox %s: %w", destination, err)
 	}

@@ -139,7 +139,7 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 		return fmt.Errorf("pipeline: work: %w", err)
 	}
 	return p.runClient(ctx, workers, queues, kinds, opts.UntilEmpty, drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify, running: w.running,
-		tenants: p.store.Tenants()})
+		filter: func(lp *river.JobListParams) *river.JobListParams { return tenantFilter(lp, p.store.Tenants()) }})
 }
 
 // drainOptions say how runClient stops.
@@ -148,9 +148,10 @@ type drainOptions struct {
 	abort   <-chan struct{}
 	notify  func(string)
 	running *running // nil: the relay, whose publishes end on their own
-	// tenants, when set, are the only tenants whose jobs UntilEmpty waits
-	// for (a tenant-restricted worker leaves the others' jobs).
-	tenants []string
+	// filter, when set, narrows the jobs UntilEmpty waits for to those
+	// this client works (a tenant-restricted worker leaves the others'
+	// jobs, a relay the entries bound to another broker).
+	filter func(*river.JobListParams) *river.JobListParams
 }
 
 // sayStopping says that a stop began, and which of what is running it
@@ -243,7 +244,10 @@ func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string, d drainOptions
 	defer tick.Stop()
 	lastNotice := time.Now()
 	failing := false
-	params := tenantFilter(river.NewJobListParams().Queues(kinds...).States(pendingStates...).First(1), d.tenants)
+	params := river.NewJobListParams().Queues(kinds...).States(pendingStates...).First(1)
+	if d.filter != nil {
+		params = d.filter(params)
+	}
 	for {
 		res, err := p.client.JobList(ctx, params)
 		switch {

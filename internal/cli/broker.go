@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,7 +102,13 @@ func brokerSource(g *globals, tr broker.Transport, stderr io.Writer, relay bool)
 	if relay {
 		var outage atomic.Bool
 		src.Relay = g.destination
+		src.RelayBroker = g.brokerBinding()
+		left := leftNotice(stderr)
 		src.OnRelayed = func(id int64, err error) {
+			if errors.Is(err, pipeline.ErrOtherBroker) {
+				left(id, err)
+				return
+			}
 			if errors.Is(err, pipeline.ErrNotRelayable) {
 				fmt.Fprintf(stderr, "relay: job %d is dead (see claimcheck dead): %v\n", id, err)
 				return
@@ -124,6 +131,29 @@ func messageNote(id string) string {
 		return ""
 	}
 	return " (message " + id + ")"
+}
+
+// brokerBinding is the broker and queue --broker publishes to
+// (broker.Binding), recorded with each outbox entry so that a relay for
+// another broker leaves it; "" without --broker. A URL that does not parse
+// has none (broker.Open refuses it).
+func (g *globals) brokerBinding() string {
+	if g.brokerURL == "" {
+		return ""
+	}
+	b, _ := broker.Binding(g.brokerURL)
+	return b
+}
+
+// leftNotice says once per entry that a relay left it for another
+// broker's relay (pipeline.ErrOtherBroker).
+func leftNotice(stderr io.Writer) func(id int64, err error) {
+	var seen sync.Map
+	return func(id int64, err error) {
+		if _, dup := seen.LoadOrStore(id, true); !dup {
+			fmt.Fprintf(stderr, "relay: %v\n", err)
+		}
+	}
 }
 
 // redactedBroker is --broker without its password, for messages.

@@ -56,9 +56,12 @@ they go out when it returns. work --broker and run --broker relay too.`,
 			}
 			defer tr.Close()
 			var sent, failed, dead atomic.Int64
-			err = e.pipe.Relay(cmd.Context(), pipeline.RelayOptions{Destination: g.destination, Transport: tr, Batch: batch, UntilEmpty: untilEmpty,
+			left := leftNotice(cmd.ErrOrStderr())
+			err = e.pipe.Relay(cmd.Context(), pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, Batch: batch, UntilEmpty: untilEmpty,
 				OnSent: func(id int64, err error) {
 					switch {
+					case errors.Is(err, pipeline.ErrOtherBroker):
+						left(id, err)
 					case errors.Is(err, pipeline.ErrNotRelayable):
 						dead.Add(1)
 						fmt.Fprintf(cmd.ErrOrStderr(), "relay: job %d is dead (see claimcheck dead): %v\n", id, err)

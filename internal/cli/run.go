@@ -109,7 +109,7 @@ records each outcome in the job database's inbox.`,
 			}
 			jobs := make([]*runJob, 0, len(files))
 			for _, f := range files {
-				j, err := submitFile(cmd, e, tenant, f, stderr, dests)
+				j, err := submitFile(cmd, e, tenant, f, stderr, dests, g.brokerBinding())
 				if err != nil {
 					return err
 				}
@@ -236,7 +236,8 @@ func collectFiles(args []string) ([]string, error) {
 	return files, nil
 }
 
-func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Writer, dests []string) (*runJob, error) {
+// brokerAt is the outbox entries' broker binding (EnqueueOptions.Broker).
+func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Writer, dests []string, brokerAt string) (*runJob, error) {
 	in, ct, closeIn, err := openInput(cmd, path)
 	if err != nil {
 		return nil, err
@@ -244,6 +245,9 @@ func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Write
 	defer closeIn()
 	st, _ := os.Stat(path)
 	opts := &pipeline.EnqueueOptions{CheckIn: claimcheck.CheckInOptions{ContentType: ct}, Destinations: dests}
+	if dests != nil {
+		opts.Broker = brokerAt
+	}
 	var bar *progressbar.ProgressBar
 	if st.Size() >= progressMin {
 		bar = progressbar.NewOptions64(st.Size(),

@@ -110,6 +110,7 @@ and NATS JetStream have no message priorities, so --priority is refused there
 				IdempotencyKey: idem,
 				CheckIn:        claimcheck.CheckInOptions{ContentType: contentType, Name: name, Version: version},
 				Destinations:   dests,
+				Broker:         g.brokerBinding(),
 				Priority:       priority,
 			})
 			if err != nil {
@@ -170,7 +171,7 @@ func relayNow(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, unrea
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
 	defer cancel()
-	if err := e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Transport: tr, UntilEmpty: true}); err != nil || ctx.Err() != nil {
+	if err := e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, UntilEmpty: true}); err != nil || ctx.Err() != nil {
 		fmt.Fprintf(stderr, "not all of the outbox of destination %s was confirmed within 15 s; what is left stays there for claimcheck relay\n", g.destination)
 		return
 	}
