@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/broker/brokertest"
+	"github.com/claimcheck/claimcheck/internal/outageproxy"
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 )
 
@@ -274,8 +275,11 @@ func TestBrokerBadInput(t *testing.T) {
 	if jobs := b.jobs(); len(jobs) != 0 {
 		t.Fatalf("a refused submit enqueued %v", jobs)
 	}
-	// Nothing listens on port 1: the job waits in the outbox.
-	down := strings.Replace(u, "127.0.0.1:5672", "127.0.0.1:1", 1)
+	// The broker is down (its proxy cut): the job waits in the outbox,
+	// bound to that broker, and goes out once it is back.
+	proxy := outageproxy.New(t, "127.0.0.1:5672")
+	down := strings.Replace(u, "127.0.0.1:5672", proxy.Addr(), 1)
+	proxy.Cut()
 	r := b.run("", "--broker", down, "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", file)
 	if r.code != 0 || !strings.Contains(r.stderr, "kept in the outbox") {
 		t.Fatalf("submit to a broker that is down: exit %d\nstderr: %s", r.code, r.stderr)
@@ -283,7 +287,8 @@ func TestBrokerBadInput(t *testing.T) {
 	if jobs := b.jobs(); len(jobs) != 1 || jobs[0].State != "available" {
 		t.Fatalf("outbox after the failed relay: %+v", jobs)
 	}
-	if out := b.ok("--broker", u, "relay", "--until-empty"); !strings.Contains(out, "1 sent") {
+	proxy.Restore()
+	if out := b.ok("--broker", down, "relay", "--until-empty"); !strings.Contains(out, "1 sent") {
 		t.Fatalf("relay: %s", out)
 	}
 	if jobs := b.jobs(); len(jobs) != 1 || jobs[0].State != "sent" {
