@@ -133,7 +133,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		// The wrapped data key is in the object's metadata: one HEAD first.
 		attrs, err := s.bucket.Attributes(ctx, t.Key)
 		if err != nil {
-			return nil, s.claimError("claimcheck: claim "+t.String(), t, err)
+			return nil, s.claimError(ctx, "claimcheck: claim "+t.String(), t, err)
 		}
 		if wrapped, keyID = attrs.Metadata[metaDEK], attrs.Metadata[metaKEKID]; wrapped == "" {
 			// The producer stored it plain (a library store opened without
@@ -147,7 +147,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 	}
 	r, err := s.bucket.NewReader(ctx, t.Key, nil)
 	if err != nil {
-		return nil, s.claimError("claimcheck: claim "+t.String(), t, err)
+		return nil, s.claimError(ctx, "claimcheck: claim "+t.String(), t, err)
 	}
 	v := &verifyingReader{r: r, t: t, sum: sha256.New(), src: r}
 	if s.seal == nil {

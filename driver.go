@@ -73,6 +73,31 @@ type Upload struct {
 	Sealed bool
 }
 
+// StoreCauseError is implemented by errors of a StoreDriver's bucket (at
+// any depth of the chain) whose cause the driver can name beyond
+// gcerrors' codes. StoreCause returns the cause, one of ErrNoBucket,
+// ErrWrongRegion, ErrArchived or the network causes (ErrDNS, ...), and a
+// phrase describing it that may name the bucket, the endpoint and the fix,
+// never an object key or credentials. The store reports such an error as
+// ErrUnavailable (a job waits while an operator fixes it; never
+// ErrPayloadMissing) with that phrase, and as ErrConfig at start-up for
+// ErrNoBucket and ErrWrongRegion (Store.CheckBucket). A driver should also
+// keep gcerrors.Code from reading such an error as NotFound.
+type StoreCauseError interface {
+	error
+	StoreCause() (cause error, description string)
+}
+
+// BucketChecker is implemented by StoreHooks that can tell whether the
+// bucket exists and is the one the URL means (S3: HeadBucket), for
+// Store.CheckBucket and for a claim that finds no object, which is
+// ErrPayloadMissing only once the bucket is known to be there. CheckBucket
+// returns nil, or an error the store classifies (a StoreCauseError where
+// the cause is known).
+type BucketChecker interface {
+	CheckBucket(ctx context.Context) error
+}
+
 // StoreConfigError is implemented by errors a StoreDriver returns (at any
 // depth of the chain) for a failure of the store's configuration rather
 // than of the payload or the service, such as server-side encryption

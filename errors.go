@@ -95,6 +95,27 @@ var (
 //   - ErrTimeout: a connection could not be made within its connect
 //     timeout, or a connection made no progress within its stall timeout
 //     (see DefaultConnectTimeout and DefaultStallTimeout).
+//
+// and, reported by a store's driver (StoreCauseError; stores/s3store):
+//
+//   - ErrNoBucket: the bucket does not exist (S3's NoSuchBucket, also
+//     told apart from a missing object on a HEAD): a wrong bucket name, or
+//     a bucket removed. Never ErrPayloadMissing: a job waits for it.
+//   - ErrWrongRegion: the bucket is in another region than the one the
+//     store URL signs for, or the endpoint is not the bucket's
+//     (PermanentRedirect, AuthorizationHeaderMalformed).
+//   - ErrArchived: the object is in an archive storage class (S3's
+//     InvalidObjectState, ObjectNotInActiveTierError): it exists, and can
+//     be read once restored.
+//
+// At start-up (Store.CheckBucket, the namespace marker's read and write)
+// ErrNoBucket and ErrWrongRegion are ErrConfig: the store URL is wrong.
+var (
+	ErrNoBucket    = errors.New("bucket does not exist")
+	ErrWrongRegion = errors.New("wrong region or endpoint for the bucket")
+	ErrArchived    = errors.New("object archived")
+)
+
 var (
 	ErrNoSpace     = errors.New("no space left on device")
 	ErrConnRefused = errors.New("connection refused")
@@ -216,6 +237,12 @@ func storeError(what string, err error, notFoundMissing bool) error {
 	case gcerrors.PermissionDenied:
 		class = ErrAccessDenied
 	}
+	var sc StoreCauseError
+	if errors.As(err, &sc) {
+		// The driver names the cause (no such bucket, wrong region, an
+		// archived object): whatever the code, never "missing".
+		class = ErrUnavailable
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		class = ErrUnavailable
 	}
@@ -316,7 +343,7 @@ func Unavailable(what string, err error) error {
 }
 
 // CauseOf returns the cause of err (ErrNoSpace, ErrConnRefused, ErrDNS,
-// ErrTLS or ErrTimeout) and a phrase that describes it, naming the
+// ErrTLS, ErrTimeout, ErrNoBucket, ErrWrongRegion or ErrArchived) and a phrase that describes it, naming the
 // endpoint (host:port) of a network failure and never a path or object
 // key; nil and "" when err's chain tells none.
 func CauseOf(err error) (cause error, description string) { return causeOf(err) }
@@ -336,7 +363,13 @@ func causeOf(err error) (error, string) {
 		dns   *net.DNSError
 		stall *ctxio.StallError
 		bound *callTimeout
+		sc    StoreCauseError
 	)
+	if errors.As(err, &sc) {
+		if c, why := sc.StoreCause(); c != nil {
+			return c, why
+		}
+	}
 	switch {
 	case errors.Is(err, syscall.ENOSPC):
 		return ErrNoSpace, "no space left on device"

@@ -191,7 +191,16 @@ func notFoundGraceFromURL(u *url.URL) (time.Duration, error) {
 // claimError classifies a store error of a claim of t: NotFound within the
 // store's NotFoundGrace of the ticket's creation is ErrNotVisibleYet
 // (transient), later ErrPayloadMissing (permanent).
-func (s *Store) claimError(what string, t *Ticket, err error) error {
+func (s *Store) claimError(ctx context.Context, what string, t *Ticket, err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		// No object, or no bucket? A HEAD cannot tell them apart (S3
+		// answers both with a bare 404): ask the driver before "missing".
+		if bc, ok := s.hooks.(BucketChecker); ok {
+			if berr := bc.CheckBucket(ctx); berr != nil {
+				return storeError(what, berr, false)
+			}
+		}
+	}
 	if gcerrors.Code(err) == gcerrors.NotFound && s.notFoundGrace > 0 {
 		if since := time.Since(t.Created); since < s.notFoundGrace {
 			return fmt.Errorf("%w: %s %s after its check-in, within the store's %s consistency grace (retried; missing after it): %w",

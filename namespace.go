@@ -118,7 +118,7 @@ func (s *Store) NamespaceOwner(ctx context.Context) (*NamespaceOwner, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, storeError("claimcheck: read the namespace marker of "+s.location, err, false)
+		return nil, startupError("claimcheck: read the namespace marker of "+s.location, err)
 	}
 	defer r.Close()
 	b, err := io.ReadAll(io.LimitReader(r, 64<<10))
@@ -153,7 +153,7 @@ func (s *Store) ClaimNamespace(ctx context.Context, owner NamespaceOwner) (*Name
 		return s.NamespaceOwner(ctx) // another database won the race
 	}
 	if err != nil {
-		return nil, storeError("claimcheck: write the namespace marker of "+s.location, err, false)
+		return nil, startupError("claimcheck: write the namespace marker of "+s.location, err)
 	}
 	return &owner, nil
 }

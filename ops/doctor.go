@@ -421,9 +421,30 @@ func (d *doctor) checkExpiry(ctx context.Context) int {
 		}
 		return 0
 	}
+	rows, shortest := expiryRows(out.Rules, found, d.bucket, d.st.Namespace(), r)
+	d.rep.Checks = append(d.rep.Checks, rows...)
+	return shortest
+}
+
+// expiryRows are the expiry and abort-incomplete-uploads rows of a bucket
+// whose lifecycle rules are rules (found: the bucket has a lifecycle
+// configuration), for the objects under ns (the store's namespace) +
+// payloads/ and results/, against the lifetimes r requires; and the
+// shortest expiry, in days, of any rule reaching payloads/ (0: none). Doctor
+// and StartupExpiry both judge by it.
+func expiryRows(rules []types.LifecycleRule, found bool, bucket, ns string, r *claimcheck.Retention) ([]Check, int) {
+	rep := &Report{}
+	d := struct {
+		bucket string
+		rep    *Report
+	}{bucket, rep}
+	prefixes := []struct {
+		prefix string
+		need   int
+	}{{claimcheck.PrefixPayloads, r.PayloadDays}, {claimcheck.PrefixResults, r.ResultDays}}
 	shortest := 0
 	for i, p := range prefixes {
-		e := evaluateExpiry(out.Rules, p.prefix, p.need)
+		e := evaluateExpiry(rules, ns+p.prefix, p.need)
 		if i == 0 {
 			shortest = e.shortest
 		}
@@ -446,7 +467,7 @@ func (d *doctor) checkExpiry(ctx context.Context) int {
 			d.rep.add(name, StatusPass, "bucket %s expires %s after %s (rule %s), at least the %s needed",
 				d.bucket, p.prefix, plural(e.cover, "day"), e.coverRule, plural(p.need, "day"))
 		}
-		if days, rule := abortRule(out.Rules, p.prefix); days > 0 {
+		if days, rule := abortRule(rules, ns+p.prefix); days > 0 {
 			d.rep.add(CheckAbortIncomplete+p.prefix, StatusPass, "bucket %s aborts incomplete multipart uploads under %s after %s (rule %s)",
 				d.bucket, p.prefix, plural(days, "day"), rule)
 		} else {
@@ -454,7 +475,7 @@ func (d *doctor) checkExpiry(ctx context.Context) int {
 				d.bucket, p.prefix, plural(lifecycle.DefaultAbortIncompleteDays, "day"))
 		}
 	}
-	return shortest
+	return rep.Checks, shortest
 }
 
 // abortRule is the shortest AbortIncompleteMultipartUpload of the enabled

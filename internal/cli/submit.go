@@ -29,7 +29,7 @@ type submitted struct {
 
 func newSubmit(g *globals) *cobra.Command {
 	var kind, tenant, idem, contentType, name, version string
-	var allowEmpty bool
+	var allowEmpty, strict bool
 	var priority int
 	c := &cobra.Command{
 		Use:   "submit --kind K --tenant T [--idempotency-key X] [--priority N] FILE|-",
@@ -81,6 +81,9 @@ and NATS JetStream have no message priorities, so --priority is refused there
 				return err
 			}
 			defer e.Close()
+			if err := e.startupChecks(cmd.Context(), g, cmd.ErrOrStderr(), strict); err != nil {
+				return err
+			}
 			if !allowEmpty {
 				in = &nonEmpty{r: in, what: args[0]}
 			}
@@ -139,6 +142,7 @@ and NATS JetStream have no message priorities, so --priority is refused there
 	c.Flags().StringVar(&contentType, "content-type", "", "payload media type (default: from the file extension)")
 	c.Flags().StringVar(&name, "name", "", "store under this stable business key instead of the content address")
 	c.Flags().StringVar(&version, "version", "", "version of a named payload that legitimately changes")
+	c.Flags().BoolVar(&strict, "strict", false, "refuse to start (exit 2) when the bucket's lifecycle expires payloads/ or results/ sooner than claimcheck retention requires (default: a warning on standard error)")
 	c.Flags().BoolVar(&allowEmpty, "allow-empty", false, "accept an empty (0-byte) payload")
 	c.Flags().IntVar(&priority, "priority", pipeline.DefaultPriority, "job priority, 1 (highest) to 4 (lowest); with --broker only on a queue with priorities (RabbitMQ max_priority=4)")
 	return c

@@ -25,7 +25,7 @@ func builtinHandlers() map[string]claimcheck.Handler {
 func newWork(g *globals) *cobra.Command {
 	var kind string
 	var concurrency int
-	var untilEmpty, noRelay, deleteOnAck bool
+	var untilEmpty, noRelay, deleteOnAck, strict bool
 	var pointerBucket, adoptTenant string
 	var idle, drainTimeout time.Duration
 	c := &cobra.Command{
@@ -87,6 +87,9 @@ delivered nothing for --idle.`,
 				return err
 			}
 			defer e.Close()
+			if err := e.startupChecks(cmd.Context(), g, cmd.ErrOrStderr(), strict); err != nil {
+				return err
+			}
 			if argv != nil {
 				h = execHandler(argv, e.spoolDir(), cmd.ErrOrStderr())
 			}
@@ -179,6 +182,7 @@ delivered nothing for --idle.`,
 	c.Flags().StringVar(&kind, "kind", "", "job kind to work (required)")
 	c.Flags().StringArrayVar(&g.tenants, "tenant", nil, "work only this tenant's jobs (repeatable): other tenants' jobs are left in their queue for a worker that serves them, nothing fetched and no attempt spent; a ticket of another tenant inside a served tenant's job is refused (ticket-forbidden) before any fetch")
 	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
+	c.Flags().BoolVar(&strict, "strict", false, "refuse to start (exit 2) when the bucket's lifecycle expires payloads/ or results/ sooner than claimcheck retention requires (default: a warning on standard error)")
 	c.Flags().BoolVar(&untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
 	c.Flags().BoolVar(&noRelay, "no-relay", false, "with --broker: consume only; another process relays the outbox")
 	c.Flags().BoolVar(&deleteOnAck, "delete-on-ack", false, "with --broker: delete a payload's object once its message is acknowledged and no other subscriber or job refers to it (default: retention and sweep clean up)")

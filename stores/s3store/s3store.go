@@ -54,6 +54,17 @@
 //
 //   - InvalidAccessKeyId, SignatureDoesNotMatch, ExpiredToken and their kin
 //     are permission errors (claimcheck.ErrAccessDenied), as AccessDenied already is.
+//   - Errors whose cause is the store's state or the URL name it
+//     (claimcheck.StoreCauseError), and are never read as a missing
+//     object (gcerrors.NotFound): NoSuchBucket, and a HEAD's bare 404 when
+//     HeadBucket then finds no bucket (claimcheck.ErrNoBucket, with a hint
+//     about use_path_style when a custom endpoint is addressed
+//     virtual-host style); PermanentRedirect, a 301, AuthorizationHeaderMalformed
+//     and IllegalLocationConstraintException (claimcheck.ErrWrongRegion,
+//     naming the region the server reports); InvalidObjectState and
+//     ObjectNotInActiveTierError (claimcheck.ErrArchived: restore the
+//     object); a DNS failure for BUCKET.HOST of a custom endpoint without
+//     use_path_style (claimcheck.ErrDNS, saying to add use_path_style=true).
 //   - The SDK does not validate response checksums by default
 //     (response_checksum_validation=when_required unless the URL says
 //     otherwise): a claim verifies the payload's SHA-256 itself, and an SDK
@@ -251,9 +262,16 @@ func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middl
 	if err != nil {
 		return nil, err
 	}
+	causes := &s3Causes{bucket: u.Host, region: o.Region, pathStyle: o.UsePathStyle, endpoint: aws.ToString(o.BaseEndpoint)}
+	if ep := q.Get("endpoint"); ep != "" {
+		causes.endpoint = ep // s3blob sets it with a resolver, not BaseEndpoint
+	}
+	if ps, err := strconv.ParseBool(q.Get("use_path_style")); err == nil {
+		causes.pathStyle = causes.pathStyle || ps
+	}
 	client := s3.New(o, func(o *s3.Options) {
 		o.HTTPClient = boundedHTTPClient(o.HTTPClient, connect, stall)
-		o.APIOptions = append(o.APIOptions, s3ErrorCodes)
+		o.APIOptions = append(o.APIOptions, s3ErrorCodes, causes.middleware)
 		if sse != nil {
 			o.APIOptions = append(o.APIOptions, sse.middleware)
 		}
