@@ -243,12 +243,12 @@ type jobDB struct {
 
 // openDatabase parses and opens database. Errors: claimcheck.ErrConfig for
 // a URL that does not parse or names an unsupported database.
-func openDatabase(ctx context.Context, database string, maxConns, sqliteCacheKiB int) (*jobDB, error) {
+func openDatabase(ctx context.Context, database string, opts *dbopen.Options) (*jobDB, error) {
 	target, err := dbopen.Parse(database)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: database: %v: %w", err, claimcheck.ErrConfig)
 	}
-	db, err := dbopen.Open(ctx, target, &dbopen.Options{MaxConns: maxConns, SQLiteCacheKiB: sqliteCacheKiB})
+	db, err := dbopen.Open(ctx, target, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -275,7 +275,7 @@ func openDatabase(ctx context.Context, database string, maxConns, sqliteCacheKiB
 // Errors: claimcheck.ErrConfig for a database URL that does not parse; the
 // database's errors, wrapped.
 func Migrate(ctx context.Context, database string) (*MigrateResult, error) {
-	d, err := openDatabase(ctx, database, 2, 0)
+	d, err := openDatabase(ctx, database, &dbopen.Options{MaxConns: 2})
 	if err != nil {
 		return nil, err
 	}

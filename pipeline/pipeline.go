@@ -129,6 +129,16 @@ type Config struct {
 	// no database identity (it still refuses a namespace another job
 	// database owns).
 	ReadOnly bool
+	// MustExist refuses a SQLite Database file that does not exist
+	// (ErrConfig, naming the file) instead of creating an empty one.
+	MustExist bool
+	// NoWrites opens for reading only and writes nothing at all: as
+	// ReadOnly and MustExist, the SQLite file opened read-only
+	// (dbopen.Options.ReadOnly: nothing written beside it, even on a
+	// read-only directory), and the schema checked, never migrated (as
+	// SkipMigrations). Use only the methods that read (Get, List, Stats,
+	// DeadLetters...).
+	NoWrites bool
 }
 
 // Pipeline enqueues and works claimcheck jobs on River.
@@ -193,7 +203,10 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d, err := openDatabase(ctx, cfg.Database, cfg.MaxConns, cfg.SQLiteCacheKiB)
+	if cfg.NoWrites {
+		cfg.ReadOnly, cfg.MustExist, cfg.SkipMigrations = true, true, true
+	}
+	d, err := openDatabase(ctx, cfg.Database, &dbopen.Options{MaxConns: cfg.MaxConns, SQLiteCacheKiB: cfg.SQLiteCacheKiB, MustExist: cfg.MustExist, ReadOnly: cfg.NoWrites})
 	if err != nil {
 		return nil, err
 	}

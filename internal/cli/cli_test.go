@@ -436,9 +436,10 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestReadOnlyDataDirectory: a data directory that cannot be written is a
-// clear error (skipped as root, whom permissions do not stop).
-func TestReadOnlyDataDirectory(t *testing.T) {
+// TestUnwritableDataDirectory: a data directory that cannot be written is a
+// clear error for a command that writes (skipped as root, whom permissions
+// do not stop); TestReadOnlyDataDirectory: commands that only read work there.
+func TestUnwritableDataDirectory(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("running as root: a 0555 directory is still writable; TestBadInput covers an unwritable path")
@@ -447,7 +448,7 @@ func TestReadOnlyDataDirectory(t *testing.T) {
 	if err := os.MkdirAll(b.data, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	r := b.run("", "jobs")
+	r := b.run("", "work", "--kind", "pdf-info", "--until-empty")
 	if r.code != 1 || !strings.Contains(r.stderr, "not writable") {
 		t.Errorf("exit %d, %q", r.code, r.stderr)
 	}

@@ -15,7 +15,7 @@ func newDead(g *globals) *cobra.Command {
 		Short: "List dead letters with their reasons, attempts and age",
 		Args:  exactArgs(0, "no arguments (did you mean: dead replay JOB?)"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := g.openExisting(cmd.Context())
+			e, err := g.openReading(cmd.Context())
 			if err != nil {
 				return err
 			}

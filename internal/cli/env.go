@@ -67,7 +67,13 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data directory %q: %w", g.data, err)
 	}
-	if err := ensureWritable(data); err != nil {
+	if g.noWrites {
+		// A read-only data directory (a snapshot, a backup) is fine:
+		// nothing is written to it (openReading).
+		if st, err := os.Stat(data); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("no claimcheck data in %s: check --data or CLAIMCHECK_DATA", data)
+		}
+	} else if err := ensureWritable(data); err != nil {
 		return nil, err
 	}
 	var secret []byte
@@ -90,6 +96,9 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		threshold = -1 // --inline-threshold 0: nothing travels inline
 	}
 	spool := (&env{data: data}).spoolDir()
+	if g.noWrites {
+		spool = os.TempDir() // a result being verified: not in the data directory
+	}
 	keeper, keyID, err := g.openKeeper(ctx, data, g.readOnly)
 	if err != nil {
 		return nil, err
@@ -116,7 +125,8 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		store.Close()
 		return nil, err
 	}
-	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB, ReadOnly: g.readOnly})
+	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB,
+		ReadOnly: g.readOnly, MustExist: g.readOnly, NoWrites: g.noWrites})
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -136,22 +146,46 @@ func (g *globals) logger() (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
-// openExisting opens the data of a command that only reads: a missing job
-// database is an error rather than a new empty one.
+// openExisting opens the data of a command that does not set up a
+// deployment: a missing job database, the data directory's or a
+// --database sqlite:// file, is an error (exit 2) rather than a new empty
+// one. Only the commands that set up or use a deployment (submit, work,
+// run, relay, doctor, verify, migrate, bench) create a SQLite job database.
 func (g *globals) openExisting(ctx context.Context) (*env, error) {
 	g.readOnly = true
+	return g.open(ctx)
+}
+
+// openReading is openExisting for a command that only reads (jobs,
+// inspect, result, dead, sweep --dry-run): it writes nothing to the data
+// directory or the job database, so it works on a read-only copy (a
+// snapshot, a backup being inspected, a chmod a-w directory even for
+// root): no write probe, no key file created (without one, encrypted
+// payloads cannot be read), temporary files in the system's temporary
+// directory, the SQLite file opened read-only (pipeline.Config.NoWrites).
+func (g *globals) openReading(ctx context.Context) (*env, error) {
+	g.readOnly, g.noWrites = true, true
 	return g.open(ctx)
 }
 
 // withJob is the RunE of a command whose one argument is a job id: it parses
 // the id, opens the existing data and calls fn.
 func (g *globals) withJob(fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
+	return g.withJobOpen(g.openExisting, fn)
+}
+
+// withJobReading is withJob for a command that only reads (openReading).
+func (g *globals) withJobReading(fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
+	return g.withJobOpen(g.openReading, fn)
+}
+
+func (g *globals) withJobOpen(open func(context.Context) (*env, error), fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		id, err := pipeline.ParseJobID(args[0])
 		if err != nil {
 			return usagef("%v", err)
 		}
-		e, err := g.openExisting(cmd.Context())
+		e, err := open(cmd.Context())
 		if err != nil {
 			return err
 		}

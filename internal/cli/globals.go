@@ -36,6 +36,7 @@ type globals struct {
 	destination     string
 	memOK           bool // the command runs submit and work in one process
 	readOnly        bool // the command only reads: it must not create a database
+	noWrites        bool // the command only reads and writes nothing at all (openReading)
 }
 
 func envOr(name, def string) string {

@@ -88,7 +88,7 @@ store holds. Keys show only up to the tenant's prefix and digests only their
 first 12 hex characters, unless --reveal asks for the full key and digest.
 Payload bytes and wrapped data keys are never shown.`,
 		Args: exactArgs(1, "a job id"),
-		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
+		RunE: g.withJobReading(func(cmd *cobra.Command, e *env, id int64) error {
 			j, err := e.pipe.Get(cmd.Context(), id)
 			if err != nil {
 				return err

@@ -19,7 +19,7 @@ func newJobs(g *globals) *cobra.Command {
 		Long:  "List jobs, oldest first. States: available, running, retryable, scheduled, completed, cancelled, discarded, pending, or dead (cancelled and discarded).",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := g.openExisting(cmd.Context())
+			e, err := g.openReading(cmd.Context())
 			if err != nil {
 				return err
 			}

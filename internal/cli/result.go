@@ -15,7 +15,7 @@ func newResult(g *globals) *cobra.Command {
 		Use:   "result JOB [-o FILE]",
 		Short: "Write a job's verified result to standard output or a file",
 		Args:  exactArgs(1, "a job id"),
-		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
+		RunE: g.withJobReading(func(cmd *cobra.Command, e *env, id int64) error {
 			r, _, err := e.pipe.OpenResult(cmd.Context(), id)
 			if err != nil {
 				return err

@@ -139,7 +139,7 @@ in the data directory.`,
 	f := root.PersistentFlags()
 	f.StringVar(&g.data, "data", envOr("CLAIMCHECK_DATA", "./claimcheck-data"), "data directory: embedded database, file store, temporary files (env CLAIMCHECK_DATA)")
 	f.StringVar(&g.store, "store", envOr("CLAIMCHECK_STORE", ""), "object store URL, e.g. file:///abs/dir or mem:// (env CLAIMCHECK_STORE; default file store in the data directory)")
-	f.StringVar(&g.database, "database", envOr("CLAIMCHECK_DATABASE", ""), "job database URL: sqlite:///abs/file.db or postgres://user@host:5432/db (env CLAIMCHECK_DATABASE; default SQLite in the data directory)")
+	f.StringVar(&g.database, "database", envOr("CLAIMCHECK_DATABASE", ""), "job database URL: sqlite:///abs/file.db or postgres://user@host:5432/db (env CLAIMCHECK_DATABASE; default SQLite in the data directory); a SQLite file that does not exist is created only by the commands that set up or use a deployment (submit, work, run, relay, doctor, verify, migrate, bench), refused by the others")
 	f.StringVar(&g.secretHex, "secret", envOr("CLAIMCHECK_SECRET", ""), "deployment secret, hex, at least 16 bytes: salts content-addressed keys per tenant and signs tickets; unsigned or altered tickets are then refused (env CLAIMCHECK_SECRET)")
 	f.StringVar(&g.keeper, "keeper", envOr("CLAIMCHECK_KEEPER", ""), "key-encryption keeper URL for payload encryption (gocloud.dev/secrets: base64key://, awskms://), or \"none\"; default: a local key file created in <data>/keys (env CLAIMCHECK_KEEPER)")
 	f.Int64Var(&g.inlineThreshold, "inline-threshold", envInt("CLAIMCHECK_INLINE_THRESHOLD", claimcheck.DefaultInlineThreshold, &g.envErrs), "largest payload carried inline in its ticket, in bytes (env CLAIMCHECK_INLINE_THRESHOLD)")

@@ -93,7 +93,11 @@ memory does not grow with the bucket.`,
 				}
 				opts.Expiry[f.prefix] = d
 			}
-			e, err := g.openExisting(cmd.Context())
+			open := g.openExisting
+			if dryRun {
+				open = g.openReading // lists and reads; deletes nothing
+			}
+			e, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}

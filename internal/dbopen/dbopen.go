@@ -38,6 +38,10 @@ const DefaultMaxConns = 10
 // written.
 var ErrNotWritable = errors.New("database directory is not writable")
 
+// ErrNoDatabase is returned (wrapped) when Options.MustExist or ReadOnly
+// names a SQLite file that does not exist.
+var ErrNoDatabase = errors.New("no such database file")
+
 // Target is a parsed database URL.
 type Target struct {
 	Dialect Dialect
@@ -114,6 +118,18 @@ type Options struct {
 	// https://sqlite.org/pragma.html#pragma_cache_size). 0 keeps SQLite's
 	// default, 2000 KiB.
 	SQLiteCacheKiB int
+	// MustExist refuses a SQLite file that does not exist (ErrNoDatabase)
+	// instead of creating it.
+	MustExist bool
+	// ReadOnly opens a SQLite file for reading only, writing nothing
+	// (implies MustExist): mode=ro, no directory created and no probe
+	// written; and, when the file has no write-ahead log beside it (no
+	// process has it open) and its directory is read-only (not writable by
+	// this process, or without any write permission bit, as a chmod a-w
+	// snapshot is even for root), immutable=1, so that SQLite creates no
+	// -wal or -shm file either (https://sqlite.org/uri.html#uriimmutable).
+	// Ignored for PostgreSQL.
+	ReadOnly bool
 }
 
 // Open opens the database t names and checks it answers.
@@ -135,15 +151,41 @@ func Open(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
 		if opts != nil {
 			cache = opts.SQLiteCacheKiB
 		}
-		return openSQLite(ctx, t.Path, cache)
+		return openSQLite(ctx, t.Path, cache, opts.MustExist || opts.ReadOnly, opts.ReadOnly)
 	case Postgres:
 		return openPostgres(ctx, t, opts)
 	}
 	return nil, fmt.Errorf("unknown database dialect %q", t.Dialect)
 }
 
-func openSQLite(ctx context.Context, path string, cacheKiB int) (*sql.DB, error) {
+func openSQLite(ctx context.Context, path string, cacheKiB int, mustExist, readOnly bool) (*sql.DB, error) {
 	dir := filepath.Dir(path)
+	if mustExist {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("SQLite database %s does not exist (check --database; only submit, work, run and migrate create one): %w: %w", path, ErrNoDatabase, claimcheck.ErrConfig)
+		} else if err != nil {
+			return nil, fmt.Errorf("SQLite database %s: %w", path, err)
+		}
+	}
+	if readOnly {
+		dsn := "file:" + path + "?mode=ro&_pragma=busy_timeout(10000)"
+		if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) && dirReadOnly(dir) {
+			dsn += "&immutable=1"
+		}
+		if cacheKiB > 0 {
+			dsn += fmt.Sprintf("&_pragma=cache_size(-%d)", cacheKiB)
+		}
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		db.SetMaxOpenConns(1)
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open database %s read-only: %w", path, err)
+		}
+		return db, nil
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create database directory %s: %w: %w", dir, ErrNotWritable, err)
 	}
