@@ -71,7 +71,7 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		// A read-only data directory (a snapshot, a backup) is fine:
 		// nothing is written to it (openReading).
 		if st, err := os.Stat(data); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("no claimcheck data in %s: check --data or CLAIMCHECK_DATA", data)
+			return nil, fmt.Errorf("data directory %s holds no claimcheck data (not a directory, or missing): check --data or CLAIMCHECK_DATA", data)
 		}
 	} else if err := ensureWritable(data); err != nil {
 		return nil, err
