@@ -252,7 +252,7 @@ func (s *Store) FindSealed(ctx context.Context, scan int) ([]SealedObject, error
 		}
 		objs, _, err := s.bucket.ListPage(ctx, blob.FirstPageToken, scan, &blob.ListOptions{Prefix: prefix})
 		if err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty listing
-			return nil, storeError("claimcheck: list the store's "+strings.TrimSuffix(prefix, "/")+" for sealed objects", err, false)
+			return nil, startupError("claimcheck: list the store's "+strings.TrimSuffix(prefix, "/")+" for sealed objects", err) // a start-up check: a wrong bucket is ErrConfig
 		}
 		for _, o := range objs {
 			if o.IsDir || IsTempKey(o.Key) {

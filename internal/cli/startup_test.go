@@ -37,8 +37,8 @@ func TestStartupBucketChecks(t *testing.T) {
 			t.Errorf("%s on a bucket that does not exist: exit %d, want 2 naming the bucket\nstderr: %s", args[2], r.code, r.stderr)
 		}
 	}
-	if js := b.jobs(); len(js) != 0 {
-		t.Fatalf("jobs after refused start-ups: %+v", js)
+	if r := b.run("", "jobs", "--json"); r.code == 0 && strings.TrimSpace(r.stdout) != "[]" {
+		t.Fatalf("jobs after refused start-ups: %s", r.stdout)
 	}
 
 	virtual := *u
