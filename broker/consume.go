@@ -464,6 +464,12 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 			o.Attempt = max(d.Attempt-seen.Released, 1)
 		}
 	}
+	if !done && !servesTenant(store, d) {
+		// Another tenant's message: left, its attempt not spent, for a
+		// consumer that serves the tenant (which verifies the ticket).
+		held.release(d)
+		return released(ctx, tr, queue, opts, d, &o, report)
+	}
 	if !done {
 		o = workHeld(ctx, store, opts, d, o, report)
 		if ctx.Err() != nil && o.Action != Acked {
@@ -507,6 +513,17 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 		return nil
 	}
 	return &o
+}
+
+// servesTenant reports whether store claims the tenant that d's ticket
+// names (Options.Tenants), before anything is verified or fetched. A body
+// that is not a ticket is left to work, which refuses or adopts it.
+func servesTenant(store *claimcheck.Store, d *Delivery) bool {
+	dec, err := DecodeBody(d.Message)
+	if err != nil || dec.Kind != KindTicket || dec.Ticket == nil {
+		return true
+	}
+	return store.Serves(dec.Ticket.Tenant)
 }
 
 // outcomeOf is the outcome of d before anything is done with it: its

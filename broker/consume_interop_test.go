@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,4 +252,87 @@ func TestConsumeExtendsLongJobs(t *testing.T) {
 			t.Errorf("%s handler: %d extensions, want %d to %d", tc.comment, n, tc.min, tc.max)
 		}
 	}
+}
+
+// TestConsumeLeavesUnservedTenants: a consumer whose store serves only
+// acme leaves globex's message without running a handler or spending an
+// attempt; a consumer serving globex then completes it on attempt 1.
+func TestConsumeLeavesUnservedTenants(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	open := func(tenants ...string) *claimcheck.Store {
+		s, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool"), Tenants: tenants})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	tk, err := open().CheckIn(ctx, "globex", bytes.NewReader([]byte("globex's document")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := brokertest.NewFake(64 << 10)
+	m, err := broker.NewMessage("doc", tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	inbox := &memInbox{released: map[string]int{}}
+	consume := func(store *claimcheck.Store) (broker.Outcome, int) {
+		var runs atomic.Int64
+		var got broker.Outcome
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+			Inbox: inbox,
+			Handlers: map[string]claimcheck.Handler{"doc": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+				runs.Add(1)
+				return nil, nil
+			})},
+			OnDone: func(_ *broker.Delivery, o broker.Outcome) { got = o; cancel() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, int(runs.Load())
+	}
+	if o, runs := consume(open("acme")); o.Action != broker.Released || runs != 0 || o.Err != nil {
+		t.Fatalf("acme consumer on globex's message: %s (err %v), handler ran %d times; want released, not run", o.Action, o.Err, runs)
+	}
+	if o, runs := consume(open("globex")); o.Action != broker.Acked || runs != 1 || o.Attempt != 1 {
+		t.Fatalf("globex consumer: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", o.Action, o.Attempt, runs)
+	}
+}
+
+// memInbox is an in-memory stand-in for the job database's inbox
+// (pipeline's, tested against SQLite and PostgreSQL there): it counts
+// releases per message and delivery, and knows what was acknowledged.
+type memInbox struct {
+	mu       sync.Mutex
+	released map[string]int
+	acked    map[string]bool
+}
+
+func (m *memInbox) Seen(_ context.Context, queue, id, delivery string) (broker.Seen, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return broker.Seen{Processed: m.acked[queue+"/"+id], Released: m.released[queue+"/"+id+"/"+delivery]}, nil
+}
+
+func (m *memInbox) Record(_ context.Context, o broker.Outcome) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch o.Action {
+	case broker.Released:
+		m.released[o.Queue+"/"+o.ID+"/"+o.Delivery]++
+	case broker.Acked:
+		if m.acked == nil {
+			m.acked = map[string]bool{}
+		}
+		m.acked[o.Queue+"/"+o.ID] = true
+	}
+	return nil
 }
