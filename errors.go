@@ -213,6 +213,17 @@ func Reason(err error) string {
 	return ReasonTransient
 }
 
+// StoreError classifies err, returned by a call to the store's bucket
+// (Store.Bucket, gocloud.dev/blob) made outside the Store's own methods,
+// such as the sweeper's listings and deletes, as the Store's own calls
+// are: ErrAccessDenied for permission denied, ErrConfig for the store's
+// configuration at fault, otherwise ErrUnavailable (NotFound included: no
+// payload was being claimed), its cause (CauseOf) named. what says what
+// failed; the message keeps none of err's own text, which may name a full
+// object key or path, and gives the gcerrors code. StoreError(what, nil)
+// is nil.
+func StoreError(what string, err error) error { return storeError(what, err, false) }
+
 // storeError classifies an error returned by gocloud.dev/blob into one of the
 // classes above. NotFound becomes ErrPayloadMissing only when notFoundMissing
 // is set (a claim); access denied is never "missing" (docs/invariants.md, invariant 4).

@@ -50,6 +50,17 @@ func Classify(err error) Failure {
 	return FailureTransient
 }
 
+// Refused reports whether err says that what was sent is refused for good
+// where it was sent: a permanent failure (Classify; a broker's message too
+// large for it is one), or ErrConfig, the receiving end's configuration
+// not accepting it (a broker transport refusing, before sending anything,
+// a message it cannot carry). The outbox relay dead-letters such an entry
+// rather than publish it again. A worker's job keeps RetryPolicy's verdict
+// instead, which retries ErrConfig as transient.
+func Refused(err error) bool {
+	return Classify(err) == FailurePermanent || errors.Is(err, ErrConfig)
+}
+
 // Retry defaults (see RetryPolicy).
 const (
 	DefaultMaxAttempts   = 5

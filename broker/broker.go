@@ -227,8 +227,10 @@ type DeadLetterReader interface {
 }
 
 // ErrMessageTooLarge is returned by Publish for a message whose Size
-// exceeds the transport's MaxMessageSize.
-var ErrMessageTooLarge = errors.New("message too large for the transport")
+// exceeds the transport's MaxMessageSize. It wraps
+// claimcheck.ErrPayloadTooLarge (an inline ticket carries its payload), so
+// claimcheck.Classify finds it permanent: publishing it again cannot help.
+var ErrMessageTooLarge = fmt.Errorf("message too large for the transport: %w", claimcheck.ErrPayloadTooLarge)
 
 // PublishError reports which messages of a Publish call were not confirmed.
 type PublishError struct {

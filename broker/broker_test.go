@@ -44,17 +44,6 @@ func TestNewMessage(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	for _, c := range []struct {
-		attempt int
-		want    time.Duration
-	}{{1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {10, time.Minute}, {200, time.Minute}} {
-		if got := Backoff(time.Second, time.Minute, c.attempt); got != c.want {
-			t.Errorf("Backoff(attempt %d) = %v, want %v", c.attempt, got, c.want)
-		}
-	}
-}
-
 func TestPublishError(t *testing.T) {
 	cause := errors.New("nacked")
 	e := &PublishError{Failed: map[int]error{3: cause, 1: cause}, Total: 5}
@@ -110,5 +99,14 @@ func TestBinding(t *testing.T) {
 	}
 	if _, err := Binding("no scheme"); !errors.Is(err, claimcheck.ErrConfig) {
 		t.Errorf("Binding of a non-URL: %v, want ErrConfig", err)
+	}
+}
+
+// A message too large for its transport is refused for good by the one
+// classifier: the relay dead-letters it instead of publishing it again.
+func TestMessageTooLargeIsPermanent(t *testing.T) {
+	err := CheckSize([]Message{{Body: make([]byte, 100)}}, 10)
+	if !errors.Is(err, ErrMessageTooLarge) || claimcheck.Classify(err) != claimcheck.FailurePermanent || !claimcheck.Refused(err) {
+		t.Fatalf("CheckSize over the limit: %v (class %v), want ErrMessageTooLarge, permanent", err, claimcheck.Classify(err))
 	}
 }

@@ -286,7 +286,7 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 				select {
 				case <-rctx.Done():
 					return nil
-				case <-time.After(Backoff(time.Second, 30*time.Second, failures)):
+				case <-time.After(receiveRetry.Backoff(failures)):
 				}
 				continue
 			}
@@ -304,7 +304,7 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 			select {
 			case <-rctx.Done():
 				return nil
-			case <-time.After(Backoff(time.Second, 30*time.Second, failures)):
+			case <-time.After(receiveRetry.Backoff(failures)):
 			}
 			continue
 		}
@@ -698,16 +698,6 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 	return o
 }
 
-// Backoff is the pause before try attempt+1 after attempt failures:
-// base·2^(attempt-1), capped at max. Consume, the relay and the command
-// all pause by it.
-func Backoff(base, max time.Duration, attempt int) time.Duration {
-	d := base
-	for i := 1; i < attempt; i++ {
-		d *= 2
-		if d >= max || d <= 0 {
-			return max
-		}
-	}
-	return min(d, max)
-}
+// receiveRetry is the pause of the receive loop after a failed receive or
+// lease extension: claimcheck's one retry policy, from 1 s doubling to 30 s.
+var receiveRetry = claimcheck.RetryPolicy{Base: time.Second, MaxDelay: 30 * time.Second}

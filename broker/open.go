@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -138,4 +139,23 @@ func Binding(rawURL string) (string, error) {
 		return "", fmt.Errorf("broker: the URL's broker and queue make %d bytes, at most %d allowed: %w", len(b), MaxBindingLen, claimcheck.ErrConfig)
 	}
 	return b, nil
+}
+
+// DeleteTopology opens rawURL and deletes the queues or streams it names,
+// with their messages, where its transport can (scratch queues of
+// benchmarks and tests; never one in use). Errors: Open's, the
+// transport's, or one saying the transport cannot delete its queues.
+func DeleteTopology(ctx context.Context, rawURL string) error {
+	tr, err := Open(ctx, rawURL)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	switch d := tr.(type) {
+	case interface{ DeleteTopology() error }:
+		return d.DeleteTopology()
+	case interface{ DeleteTopology(context.Context) error }:
+		return d.DeleteTopology(ctx)
+	}
+	return errors.New("broker: the transport cannot delete its queues")
 }

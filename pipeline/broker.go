@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,7 +35,8 @@ type BrokerSource struct {
 	// returns. Default 3 s.
 	Idle time.Duration
 	// Until, if set, is polled every 200 ms; Work returns (after draining)
-	// once it reports true. It replaces UntilEmpty's rule.
+	// once it reports true. It replaces UntilEmpty's rule. See
+	// Pipeline.UntilFinished.
 	Until func(ctx context.Context) (bool, error)
 	// Consume holds the consumer's own options (DefaultKind,
 	// PointerBucket, AdoptTenant, Batch, Lease); Work sets its Handlers,
@@ -222,4 +224,26 @@ func brokerOutcome(bo broker.Outcome) Outcome {
 		o.State = JobReleased
 	}
 	return o
+}
+
+// UntilFinished returns a BrokerSource.Until that reports true once every
+// job of ids is completed or dead (for an outbox entry, its consumer's
+// outcome from the inbox, as Get shows it). Each poll looks only at the
+// jobs still open, oldest first, and stops at the first one open. The
+// function is for one Work call: it remembers what it has seen finish.
+func (p *Pipeline) UntilFinished(ids ...int64) func(context.Context) (bool, error) {
+	open := slices.Clone(ids)
+	return func(ctx context.Context) (bool, error) {
+		for len(open) > 0 {
+			j, err := p.Get(ctx, open[0])
+			if err != nil {
+				return false, err
+			}
+			if j.State != string(JobCompleted) && !j.Dead {
+				return false, nil
+			}
+			open = open[1:]
+		}
+		return true, nil
+	}
 }

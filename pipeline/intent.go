@@ -95,7 +95,7 @@ func (p *Pipeline) anchor(ctx context.Context, tx *sql.Tx, t *claimcheck.Ticket,
 	}
 	ok, err := p.store.Bucket().Exists(ctx, t.Key)
 	if err != nil {
-		return fmt.Errorf("pipeline: %s %s: look up its object (code %v): %w", step, t, gcerrors.Code(err), claimcheck.ErrUnavailable)
+		return claimcheck.StoreError("pipeline: "+step+" "+t.String()+": look up its object", err)
 	}
 	if !ok {
 		return fmt.Errorf("pipeline: %s %s: its object is gone (deleted as an orphan before its registry row was written: check it in again): %w", step, t, claimcheck.ErrPayloadMissing)
@@ -140,7 +140,7 @@ func (p *Pipeline) deleteUnheld(ctx context.Context, t *claimcheck.Ticket, relea
 			if gcerrors.Code(err) == gcerrors.NotFound {
 				return nil // gone already: not deleted by this call
 			}
-			return fmt.Errorf("delete object (code %v): %w", gcerrors.Code(err), claimcheck.ErrUnavailable)
+			return claimcheck.StoreError("delete object", err)
 		}
 		deleted = true
 		return nil

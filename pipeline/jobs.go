@@ -119,6 +119,29 @@ func init() {
 	}
 }
 
+// DeadIDs returns the ids of the dead letters of kind ("" for every kind)
+// that died before cutoff (zero: whenever), oldest first, listing a page
+// at a time. Errors: those of List.
+func (p *Pipeline) DeadIDs(ctx context.Context, kind string, cutoff time.Time) ([]int64, error) {
+	var ids []int64
+	err := p.List(ctx, ListOptions{State: StateDead, Kind: kind}, func(j *JobInfo) error {
+		if cutoff.IsZero() || j.FinalizedAt != nil && j.FinalizedAt.Before(cutoff) {
+			ids = append(ids, j.ID)
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// ValidateState returns nil for a state ListOptions.State takes, else an
+// error of class claimcheck.ErrConfig listing them.
+func ValidateState(state string) error {
+	if _, ok := states[state]; !ok {
+		return fmt.Errorf("unknown state %q (use dead, sent, retrying or one of River's: available, running, retryable, scheduled, completed, cancelled, discarded, pending): %w", state, claimcheck.ErrConfig)
+	}
+	return nil
+}
+
 // List calls fn for each job matching opts, fetching PageSize rows at a time
 // so memory does not grow with the number of jobs. It stops at fn's first
 // error and returns it.
@@ -132,11 +155,10 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 		params = params.First(100)
 	}
 	if opts.State != "" {
-		st, ok := states[opts.State]
-		if !ok {
-			return fmt.Errorf("pipeline: unknown state %q (use dead, sent, retrying or one of River's: available, running, retryable, scheduled, completed, cancelled, discarded, pending): %w", opts.State, claimcheck.ErrConfig)
+		if err := ValidateState(opts.State); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
 		}
-		params = params.States(st...)
+		params = params.States(states[opts.State]...)
 	}
 	if opts.Kind != "" {
 		if err := ValidateKind(opts.Kind); err != nil {

@@ -104,8 +104,9 @@ type RelayOptions struct {
 // publish of one attempt the same broker.AttrID (PublishID), which
 // JetStream's duplicate window uses to store it once; a replay has an
 // AttrID of its own, so that window never drops it. A message the
-// transport refuses for good (too large for it, broker.ErrMessageTooLarge,
-// or ErrConfig) dead-letters its entry with the reason.
+// transport refuses for good (claimcheck.Refused: too large for it,
+// broker.ErrMessageTooLarge, or ErrConfig) dead-letters its entry with the
+// reason ReasonNotRelayable.
 //
 // Each message carries the ticket as its body and the attributes
 // broker.AttrKind, AttrTenant, AttrID, AttrIdempotencyKey, AttrJob (the
@@ -205,12 +206,12 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 		err = w.opts.Transport.Publish(ctx, []broker.Message{m})
 	}
 	if err != nil {
-		if errors.Is(err, broker.ErrMessageTooLarge) || errors.Is(err, claimcheck.ErrConfig) {
+		if claimcheck.Refused(err) {
 			return deadLetterAs(ReasonNotRelayable, fmt.Errorf("pipeline: relay %s to %s: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
 		}
 		// Snoozing keeps the entry without spending an attempt: an outage
 		// of any length loses nothing.
-		delay := broker.Backoff(time.Second, w.opts.MaxRetryDelay, int(w.failures.Add(1)))
+		delay := claimcheck.RetryPolicy{Base: time.Second, MaxDelay: w.opts.MaxRetryDelay}.Backoff(int(w.failures.Add(1)))
 		return &relaySnooze{snooze: river.JobSnooze(delay), err: err}
 	}
 	w.failures.Store(0)

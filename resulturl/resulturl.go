@@ -114,7 +114,9 @@ type Opener func(ctx context.Context, jobID int64) (io.ReadCloser, *claimcheck.T
 
 // Handler serves GET <PathPrefix><id>?exp=…&sig=… with the job's verified
 // result. A bad, tampered or expired URL is 403; a job without a result, or
-// whose result is gone, is 404; a transient store failure is 503. Responses
+// whose result is gone, is 404; unavailable infrastructure (the store, the
+// job database, the keeper, refused credentials: claimcheck.Classify's
+// FailureUnavailable) is 503. Responses
 // never echo the URL, the key or the payload in an error.
 func Handler(s *Signer, open Opener, logger *slog.Logger) http.Handler {
 	if logger == nil {
@@ -134,7 +136,10 @@ func Handler(s *Signer, open Opener, logger *slog.Logger) http.Handler {
 		body, t, err := open(r.Context(), id)
 		if err != nil {
 			logger.Warn("result unavailable", "job", id, "reason", claimcheck.Reason(err))
-			if claimcheck.IsPermanent(err) || !errors.Is(err, claimcheck.ErrUnavailable) && !errors.Is(err, claimcheck.ErrAccessDenied) {
+			// Unavailable infrastructure (claimcheck.Classify: the store,
+			// the database, the keeper, refused credentials) may pass;
+			// anything else will not.
+			if claimcheck.Classify(err) != claimcheck.FailureUnavailable {
 				http.Error(w, "not found", http.StatusNotFound)
 				return
 			}

@@ -71,7 +71,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -387,7 +386,7 @@ func (s *sweeper) otherPrefixes(ctx context.Context) error {
 	for {
 		objs, next, err := s.listPage(ctx, token, &blob.ListOptions{Delimiter: "/"})
 		if err != nil {
-			return fmt.Errorf("sweep: list the store's top level: %w", storeErr(err))
+			return claimcheck.StoreError("sweep: list the store's top level", err)
 		}
 		for _, obj := range objs {
 			if s.touchesSwept(obj.Key) || obj.Key == claimcheck.NamespaceMarkerKey {
@@ -443,7 +442,7 @@ func (s *sweeper) sweepPrefix(ctx context.Context, prefix string) error {
 		}
 		objs, next, err := s.listPage(ctx, token, &blob.ListOptions{Prefix: prefix})
 		if err != nil {
-			return fmt.Errorf("sweep: list %s: %w", prefix, storeErr(err))
+			return claimcheck.StoreError("sweep: list "+prefix, err)
 		}
 		s.rep.Pages++
 		if err := s.sweepPage(ctx, objs); err != nil {
@@ -536,7 +535,7 @@ func (s *sweeper) remove(ctx context.Context, obj *blob.ListObject) (Entry, erro
 			return err
 		}
 		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return fmt.Errorf("sweep: delete %s: %w", e.Object, storeErr(err))
+			return claimcheck.StoreError("sweep: delete "+e.Object, err)
 		}
 		return nil
 	})
@@ -810,7 +809,7 @@ func (s *sweeper) removeStaleIntents(ctx context.Context, key string) error {
 		}
 		ok, err := s.bucket.Exists(ctx, key)
 		if err != nil {
-			return fmt.Errorf("sweep: look up %s: %w", RedactKey(key), storeErr(err))
+			return claimcheck.StoreError("sweep: look up "+RedactKey(key), err)
 		}
 		if ok {
 			return nil
@@ -865,32 +864,6 @@ func prefixOf(prefixes []string, p string) string {
 	}
 	return ""
 }
-
-// storeErr keeps a store error's class (claimcheck.ErrAccessDenied or
-// ErrUnavailable, and the gcerrors code) but not its text, which may carry
-// a full key or path.
-func storeErr(err error) error {
-	code := gcerrors.Code(err)
-	msg := code.String()
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		msg += ": " + pe.Op + ": " + pe.Err.Error()
-	}
-	class := claimcheck.ErrUnavailable
-	if code == gcerrors.PermissionDenied {
-		class = claimcheck.ErrAccessDenied
-	}
-	return &storeError{msg: msg, class: class, err: err}
-}
-
-type storeError struct {
-	msg   string
-	class error
-	err   error
-}
-
-func (e *storeError) Error() string   { return e.msg + ": " + e.class.Error() }
-func (e *storeError) Unwrap() []error { return []error{e.class, e.err} }
 
 // RedactKey shows a key the way claimcheck's output shows keys: role and
 // tenant prefix, then, for a content-addressed key, the first 12 hex

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,10 +12,33 @@ import (
 	"github.com/claimcheck/claimcheck/internal/bench"
 )
 
+// benchOptions are the options of bench.
+type benchOptions struct {
+	g      *globals
+	sizes  []string
+	rounds int
+	noSDK  bool
+	bytes  []int64 // --size parsed by Validate
+}
+
+// Validate checks --rounds (1 to 20) and each --size (1 B to 64 GiB).
+func (o *benchOptions) Validate() error {
+	if o.rounds < 1 || o.rounds > 20 {
+		return usagef("--rounds %d: use 1 to 20", o.rounds)
+	}
+	o.bytes = nil
+	for _, s := range o.sizes {
+		n, err := humanize.ParseBytes(s)
+		if err != nil || n == 0 || n > 64<<30 {
+			return usagef("--size %q: want a size between 1 B and 64 GiB such as 4MiB or 1GiB", s)
+		}
+		o.bytes = append(o.bytes, int64(n))
+	}
+	return nil
+}
+
 func newBench(g *globals) *cobra.Command {
-	var sizes []string
-	var rounds int
-	var noSDK bool
+	o := &benchOptions{g: g}
 	c := &cobra.Command{
 		Use:   "bench [--size 4MiB --size 1GiB]",
 		Short: "Check in and claim generated streams; print throughput and peak memory",
@@ -37,60 +61,51 @@ claimcheck's throughput is printed as a share of the SDK's, per phase:
 check-in against the upload, open and stream against the download
 (--no-sdk-baseline skips it).`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := bench.Config{StoreURL: g.store, Log: cmd.ErrOrStderr()}
-			data, err := filepath.Abs(g.data)
-			if err != nil {
-				return err
-			}
-			if err := ensureWritable(data); err != nil {
-				return err
-			}
-			cfg.Dir = data
-			if rounds < 1 || rounds > 20 {
-				return usagef("--rounds %d: use 1 to 20", rounds)
-			}
-			cfg.Rounds = rounds
-			cfg.NoSDKBaseline = noSDK
-			for _, s := range sizes {
-				n, err := humanize.ParseBytes(s)
-				if err != nil || n == 0 || n > 64<<30 {
-					return usagef("--size %q: want a size between 1 B and 64 GiB such as 4MiB or 1GiB", s)
-				}
-				cfg.Sizes = append(cfg.Sizes, int64(n))
-			}
-			rep, err := bench.Run(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			if err := printReport(cmd, g, rep); err != nil {
-				return err
-			}
-			if !rep.Passed() {
-				return fmt.Errorf("bench: a check failed (see the table)")
-			}
-			return nil
-		},
+		RunE: runE(o, nil),
 	}
-	c.Flags().StringArrayVar(&sizes, "size", nil, "payload size, e.g. 4MiB, 1GiB, 123456 (repeatable; default 4MiB and 1GiB)")
-	c.Flags().BoolVar(&noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
-	c.Flags().IntVar(&rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine)")
+	c.Flags().StringArrayVar(&o.sizes, "size", nil, "payload size, e.g. 4MiB, 1GiB, 123456 (repeatable; default 4MiB and 1GiB)")
+	c.Flags().BoolVar(&o.noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
+	c.Flags().IntVar(&o.rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine)")
 	c.AddCommand(newBenchRelay(g))
 	return c
 }
 
 // printReport prints a bench report as a table, or as JSON with --json.
-func printReport(cmd *cobra.Command, g *globals, rep interface {
+func printReport(w io.Writer, asJSON bool, rep interface {
 	JSON() ([]byte, error)
 	Write(io.Writer) error
 }) error {
-	if !g.json {
-		return rep.Write(cmd.OutOrStdout())
+	if !asJSON {
+		return rep.Write(w)
 	}
 	b, err := rep.JSON()
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+	_, err = fmt.Fprintln(w, string(b))
 	return err
+}
+
+func (o *benchOptions) run(ctx context.Context, s streams) error {
+	g := o.g
+	cfg := bench.Config{StoreURL: g.store, Log: s.err}
+	data, err := filepath.Abs(g.data)
+	if err != nil {
+		return err
+	}
+	if err := ensureWritable(data); err != nil {
+		return err
+	}
+	cfg.Dir, cfg.Rounds, cfg.NoSDKBaseline, cfg.Sizes = data, o.rounds, o.noSDK, o.bytes
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := printReport(s.out, g.json, rep); err != nil {
+		return err
+	}
+	if !rep.Passed() {
+		return fmt.Errorf("bench: a check failed (see the table)")
+	}
+	return nil
 }

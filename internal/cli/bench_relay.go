@@ -20,6 +20,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
@@ -39,11 +40,54 @@ const (
 	relayBenchTenant = "bench"
 )
 
+// benchRelayOptions are the options of bench relay.
+type benchRelayOptions struct {
+	g                     *globals
+	entries, small, batch int
+	total                 string
+	keep                  bool
+	window                time.Duration
+	size                  int64 // each payload: --total / --entries, by Validate
+}
+
+// Validate checks the flags and the global ones bench relay needs: a
+// --broker of its own, no --database but PostgreSQL's, no mem:// store.
+func (o *benchRelayOptions) Validate() error {
+	g := o.g
+	if g.brokerURL == "" {
+		return usagef("bench relay needs --broker (or CLAIMCHECK_BROKER): a queue or stream of its own, deleted afterwards")
+	}
+	if g.database != "" && !strings.HasPrefix(g.database, "postgres://") && !strings.HasPrefix(g.database, "postgresql://") {
+		return usagef("bench relay makes a job database per backlog: leave --database unset (SQLite in each data directory) or give a postgres:// URL")
+	}
+	if strings.HasPrefix(g.store, "mem://") {
+		return usagef("bench relay: --store mem:// cannot be shared with the relay's process; use a file:// or s3:// store or the default")
+	}
+	if o.entries < 1 || o.entries > 1_000_000 {
+		return usagef("--entries %d: use 1 to 1000000", o.entries)
+	}
+	if o.small < 1 || o.small > o.entries {
+		return usagef("--small %d: use 1 to --entries (%d)", o.small, o.entries)
+	}
+	if o.batch < 1 || o.batch > 10000 {
+		return usagef("--batch %d: use 1 to 10000", o.batch)
+	}
+	tot, err := humanize.ParseBytes(o.total)
+	if err != nil || tot == 0 || tot > 1<<50 {
+		return usagef("--total %q: want a size such as 10GiB, 4MiB or 123456 bytes", o.total)
+	}
+	o.size = int64(tot) / int64(o.entries)
+	if o.size < 1 {
+		return usagef("--total %s is less than a byte per entry (%d entries)", o.total, o.entries)
+	}
+	if o.window < time.Second || o.window > time.Hour {
+		return usagef("--window %s: use 1s to 1h", o.window)
+	}
+	return nil
+}
+
 func newBenchRelay(g *globals) *cobra.Command {
-	var entries, small, batch int
-	var total string
-	var keep bool
-	var window time.Duration
+	o := &benchRelayOptions{g: g}
 	c := &cobra.Command{
 		Use:   "relay --broker URL [--entries 10000] [--total 10GiB] [--small 10]",
 		Short: "Measure the outbox relay's peak memory against the backlog",
@@ -83,64 +127,15 @@ directory; with --database postgres://…/db, each gets a fresh PostgreSQL
 database on that server instead (created next to db, dropped afterwards),
 so the relay's process holds no database cache.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.brokerURL == "" {
-				return usagef("bench relay needs --broker (or CLAIMCHECK_BROKER): a queue or stream of its own, deleted afterwards")
-			}
-			if g.database != "" && !strings.HasPrefix(g.database, "postgres://") && !strings.HasPrefix(g.database, "postgresql://") {
-				return usagef("bench relay makes a job database per backlog: leave --database unset (SQLite in each data directory) or give a postgres:// URL")
-			}
-			if strings.HasPrefix(g.store, "mem://") {
-				return usagef("bench relay: --store mem:// cannot be shared with the relay's process; use a file:// or s3:// store or the default")
-			}
-			if entries < 1 || entries > 1_000_000 {
-				return usagef("--entries %d: use 1 to 1000000", entries)
-			}
-			if small < 1 || small > entries {
-				return usagef("--small %d: use 1 to --entries (%d)", small, entries)
-			}
-			if batch < 1 || batch > 10000 {
-				return usagef("--batch %d: use 1 to 10000", batch)
-			}
-			tot, err := humanize.ParseBytes(total)
-			if err != nil || tot == 0 || tot > 1<<50 {
-				return usagef("--total %q: want a size such as 10GiB, 4MiB or 123456 bytes", total)
-			}
-			size := int64(tot) / int64(entries)
-			if size < 1 {
-				return usagef("--total %s is less than a byte per entry (%d entries)", total, entries)
-			}
-			data, err := filepath.Abs(g.data)
-			if err != nil {
-				return err
-			}
-			if err := ensureWritable(data); err != nil {
-				return err
-			}
-			if window < time.Second || window > time.Hour {
-				return usagef("--window %s: use 1s to 1h", window)
-			}
-			rb := &relayBench{g: g, stderr: cmd.ErrOrStderr(), batch: batch, size: size, window: window}
-			rep, err := rb.run(cmd.Context(), data, small, entries, keep)
-			if err != nil {
-				return err
-			}
-			if err := printReport(cmd, g, rep); err != nil {
-				return err
-			}
-			if !rep.Passed() {
-				return fmt.Errorf("bench relay: %s (ratio %.3f, limit %.2f)", rep.Detail, rep.Ratio, rep.MaxRatio)
-			}
-			return nil
-		},
+		RunE: runE(o, nil),
 	}
 	c.AddCommand(newBenchRelayMeasure())
-	c.Flags().IntVar(&entries, "entries", bench.RelayDefaultEntries, "outbox entries of the large backlog")
-	c.Flags().StringVar(&total, "total", "10GiB", "payload bytes of the large backlog, all entries together (e.g. 10GiB, 4MiB, 123456); each payload is total/entries")
-	c.Flags().IntVar(&small, "small", bench.RelayDefaultSmall, "outbox entries of the small backlog it is compared with, each of the same payload size")
-	c.Flags().IntVar(&batch, "batch", 100, "the relay's --batch: entries in flight at once")
-	c.Flags().DurationVar(&window, "window", 30*time.Second, "how long each relay runs, as a service, before it is interrupted: the same for both backlogs, and long enough to send the large one")
-	c.Flags().BoolVar(&keep, "keep", false, "keep the scratch data directories (and the payloads in --store); the broker's queue is deleted all the same")
+	c.Flags().IntVar(&o.entries, "entries", bench.RelayDefaultEntries, "outbox entries of the large backlog")
+	c.Flags().StringVar(&o.total, "total", "10GiB", "payload bytes of the large backlog, all entries together (e.g. 10GiB, 4MiB, 123456); each payload is total/entries")
+	c.Flags().IntVar(&o.small, "small", bench.RelayDefaultSmall, "outbox entries of the small backlog it is compared with, each of the same payload size")
+	c.Flags().IntVar(&o.batch, "batch", 100, "the relay's --batch: entries in flight at once")
+	c.Flags().DurationVar(&o.window, "window", 30*time.Second, "how long each relay runs, as a service, before it is interrupted: the same for both backlogs, and long enough to send the large one")
+	c.Flags().BoolVar(&o.keep, "keep", false, "keep the scratch data directories (and the payloads in --store); the broker's queue is deleted all the same")
 	return c
 }
 
@@ -242,11 +237,8 @@ type objectRef struct {
 // setup checks p.Entries generated payloads into the data directory dir
 // (or --store) and enqueues each to the outbox of --destination.
 func (rb *relayBench) setup(ctx context.Context, dir string, p *bench.RelayPhase, seed uint64) ([]objectRef, error) {
-	gg := *rb.g
-	gg.data = dir
-	gg.database = rb.databases[p.Name]
-	gg.alwaysOffload = true // a claim check, however small the payload
-	e, err := gg.open(ctx)
+	gg := rb.g.inDataDir(dir, rb.databases[p.Name])
+	e, err := gg.open(ctx, openOptions{alwaysOffload: true}) // a claim check, however small the payload
 	if err != nil {
 		return nil, err
 	}
@@ -345,9 +337,9 @@ func (rb *relayBench) measure(ctx context.Context, dir string, p *bench.RelayPha
 // purge deletes the broker's queues or streams, with the messages the
 // relay sent, where the transport can.
 func (rb *relayBench) purge() {
-	ctx, cancel := ctxTimeout(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := deleteTopology(ctx, rb.g.brokerURL)
+	err := broker.DeleteTopology(ctx, rb.g.brokerURL)
 	if err != nil {
 		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): purge %s yourself\n", err, rb.g.redactedBroker())
 	}
@@ -359,13 +351,12 @@ func (rb *relayBench) deleteObjects(objects []objectRef) {
 	if len(objects) == 0 {
 		return
 	}
-	ctx, cancel := ctxTimeout(10 * time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	failed := 0
 	for i := 0; i < len(objects); {
-		gg := *rb.g
-		gg.data = objects[i].dir
-		e, err := gg.open(ctx)
+		gg := rb.g.inDataDir(objects[i].dir, rb.g.database)
+		e, err := gg.open(ctx, openOptions{})
 		if err != nil {
 			fmt.Fprintf(rb.stderr, "bench relay: could not delete the payloads in --store: %v\n", err)
 			return
@@ -428,4 +419,27 @@ func isIdent(s string) bool {
 		}
 	}
 	return len(s) <= 30
+}
+
+func (o *benchRelayOptions) run(ctx context.Context, s streams) error {
+	g := o.g
+	data, err := filepath.Abs(g.data)
+	if err != nil {
+		return err
+	}
+	if err := ensureWritable(data); err != nil {
+		return err
+	}
+	rb := &relayBench{g: g, stderr: s.err, batch: o.batch, size: o.size, window: o.window}
+	rep, err := rb.run(ctx, data, o.small, o.entries, o.keep)
+	if err != nil {
+		return err
+	}
+	if err := printReport(s.out, g.json, rep); err != nil {
+		return err
+	}
+	if !rep.Passed() {
+		return fmt.Errorf("bench relay: %s (ratio %.3f, limit %.2f)", rep.Detail, rep.Ratio, rep.MaxRatio)
+	}
+	return nil
 }

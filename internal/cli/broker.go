@@ -46,9 +46,13 @@ func (g *globals) openBrokerWithin(ctx context.Context, e *env, d time.Duration,
 	return tr, nil
 }
 
+// brokerRetry is openBrokerWaiting's pause between tries: claimcheck's one
+// retry policy, from 1 s doubling to 30 s.
+var brokerRetry = claimcheck.RetryPolicy{Base: time.Second, MaxDelay: 30 * time.Second}
+
 // openBrokerWaiting is openBroker for long-running commands: while the
-// broker is unreachable (not misconfigured) it says so and tries again,
-// 1 s doubling to 30 s, until ctx is done.
+// broker is unreachable (not misconfigured) it says so and tries again
+// (brokerRetry), until ctx is done.
 func (g *globals) openBrokerWaiting(ctx context.Context, e *env, stderr io.Writer, kinds ...string) (broker.Transport, error) {
 	for try := 1; ; try++ {
 		tr, err := g.openBroker(ctx, e, kinds...)
@@ -67,7 +71,7 @@ func (g *globals) openBrokerWaiting(ctx context.Context, e *env, stderr io.Write
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(broker.Backoff(time.Second, 30*time.Second, try)):
+		case <-time.After(brokerRetry.Backoff(try)):
 		}
 	}
 }
@@ -158,21 +162,3 @@ func leftNotice(stderr io.Writer) func(id int64, err error) {
 
 // redactedBroker is --broker without its password, for messages.
 func (g *globals) redactedBroker() string { return broker.RedactURL(g.brokerURL) }
-
-// deleteTopology deletes the queues or streams a broker URL names, with
-// their messages, where the transport can (scratch queues of bench relay
-// and of tests).
-func deleteTopology(ctx context.Context, brokerURL string) error {
-	tr, err := broker.Open(ctx, brokerURL)
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	switch d := tr.(type) {
-	case interface{ DeleteTopology() error }:
-		return d.DeleteTopology()
-	case interface{ DeleteTopology(context.Context) error }:
-		return d.DeleteTopology(ctx)
-	}
-	return errors.New("the transport cannot delete its queues")
-}

@@ -45,7 +45,7 @@ var brokers = []brokerCase{
 func dropTopology(t *testing.T, u string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := deleteTopology(ctx, u); err != nil {
+	if err := broker.DeleteTopology(ctx, u); err != nil {
 		t.Logf("cleanup: %v", err)
 	}
 }

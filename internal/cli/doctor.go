@@ -1,16 +1,31 @@
 package cli
 
 import (
+	"context"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/ops"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
+// doctorOptions are the options of doctor.
+type doctorOptions struct {
+	g  *globals
+	in retentionFlags
+	r  *claimcheck.Retention // the sum, made by Validate
+}
+
+// Validate adds up the retention flags.
+func (o *doctorOptions) Validate() (err error) {
+	o.r, err = o.in.compute(o.g.maxAttempts)
+	return err
+}
+
 func newDoctor(g *globals) *cobra.Command {
-	var in retentionFlags
+	o := &doctorOptions{g: g}
 	c := &cobra.Command{
 		Use:   "doctor [--backlog D] [--retry-window D] [--dead-letter D] [--replay-margin D] [--results-extra D]",
 		Short: "Check the live configuration and print a pass/fail table",
@@ -43,33 +58,32 @@ line per check; exit 1 if any fails:
 
 A warning (no expiry rule at all, no keeper) does not fail the run.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := in.compute(g)
-			if err != nil {
-				return err
-			}
-			threshold := g.inlineThreshold
-			if threshold == 0 || g.alwaysOffload {
-				threshold = -1
-			}
-			var rep *ops.Report
-			e, err := g.open(cmd.Context())
-			if err != nil {
-				// Report what can be checked without an open store and
-				// pipeline: a threshold pipeline.Open refuses shows here.
-				rep = &ops.Report{Checks: []ops.Check{
-					{Name: "configuration", Status: ops.StatusFail, Detail: "cannot open the store and job database: " + strings.TrimPrefix(err.Error(), "claimcheck: ")},
-					ops.CheckInlineThreshold(threshold, pipeline.DefaultMaxMessageSize),
-				}}
-			} else {
-				defer e.Close()
-				if rep, err = ops.Doctor(cmd.Context(), ops.DoctorOptions{Pipeline: e.pipe, Retention: r, StoreURL: g.store}); err != nil {
-					return err
-				}
-			}
-			return finishChecks(cmd.OutOrStdout(), g.json, "doctor", rep)
-		},
+		RunE: runE(o, nil),
 	}
-	in.register(c.Flags())
+	o.in.register(c.Flags())
 	return c
+}
+
+func (o *doctorOptions) run(ctx context.Context, s streams) error {
+	g, r := o.g, o.r
+	threshold := g.inlineThreshold
+	if threshold == 0 || g.alwaysOffload {
+		threshold = -1
+	}
+	var rep *ops.Report
+	e, err := g.open(ctx, openOptions{})
+	if err != nil {
+		// Report what can be checked without an open store and
+		// pipeline: a threshold pipeline.Open refuses shows here.
+		rep = &ops.Report{Checks: []ops.Check{
+			{Name: "configuration", Status: ops.StatusFail, Detail: "cannot open the store and job database: " + strings.TrimPrefix(err.Error(), "claimcheck: ")},
+			ops.CheckInlineThreshold(threshold, pipeline.DefaultMaxMessageSize),
+		}}
+	} else {
+		defer e.Close()
+		if rep, err = ops.Doctor(ctx, ops.DoctorOptions{Pipeline: e.pipe, Retention: r, StoreURL: g.store}); err != nil {
+			return err
+		}
+	}
+	return finishChecks(s.out, g.json, "doctor", rep)
 }

@@ -11,9 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/spf13/cobra"
 	"gocloud.dev/secrets"
 
 	"github.com/claimcheck/claimcheck"
@@ -60,16 +58,47 @@ func (g *globals) openKeeper(ctx context.Context, data string, readOnly bool) (*
 	return openKeeper(ctx, g.keeper, data, func() (string, error) { return deploymentHolds(ctx, storeURL, database, spool) }, readOnly)
 }
 
+// openOptions are what a subcommand asks of open beyond the global flags;
+// the zero value suits a command that submits or works.
+type openOptions struct {
+	// readOnly: the command does not set up a deployment, so a missing job
+	// database, the data directory's or a --database sqlite:// file, is an
+	// error (exit 2) rather than a new empty one. Only the commands that set
+	// up or use a deployment (submit, work, run, relay, doctor, verify,
+	// migrate, bench) create a SQLite job database.
+	readOnly bool
+	// memOK: the command submits and works in this one process, so a
+	// mem:// store is usable.
+	memOK bool
+	// tenants are the only tenants whose payloads are claimed (work
+	// --tenant); none: every tenant.
+	tenants []string
+	// sqliteCacheKiB is SQLite's page cache in KiB (relay: a small one);
+	// 0: the pipeline's default.
+	sqliteCacheKiB int
+	// alwaysOffload stores every payload as an object, as --always-offload
+	// does, whatever that flag says.
+	alwaysOffload bool
+	// noWrites (with readOnly): the command only reads and writes nothing
+	// at all, so it works on a read-only copy (a snapshot, a backup being
+	// inspected, a chmod a-w directory even for root): no write probe, no
+	// key file created (without one, encrypted payloads cannot be read),
+	// temporary files in the system's temporary directory, the SQLite file
+	// opened read-only (pipeline.Config.NoWrites). For jobs, inspect,
+	// result, dead and sweep --dry-run.
+	noWrites bool
+}
+
 // open checks the data directory is writable, then opens the store and the
-// pipeline. Every error names what to fix.
-func (g *globals) open(ctx context.Context) (*env, error) {
+// pipeline, as the global flags and o say. Every error names what to fix.
+func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	data, err := filepath.Abs(g.data)
 	if err != nil {
 		return nil, fmt.Errorf("data directory %q: %w", g.data, err)
 	}
-	if g.noWrites {
+	if o.noWrites {
 		// A read-only data directory (a snapshot, a backup) is fine:
-		// nothing is written to it (openReading).
+		// nothing is written to it.
 		if st, err := os.Stat(data); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("data directory %s holds no claimcheck data (not a directory, or missing): check --data or CLAIMCHECK_DATA", data)
 		}
@@ -82,12 +111,12 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 			return nil, usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)")
 		}
 	}
-	if strings.HasPrefix(g.store, "mem://") && !g.memOK {
+	if strings.HasPrefix(g.store, "mem://") && !o.memOK {
 		return nil, usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store")
 	}
 	storeURL, database := g.locations(data)
 	if g.database == "" {
-		if _, err := os.Stat(filepath.Join(data, "claimcheck.db")); g.readOnly && errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(data, "claimcheck.db")); o.readOnly && errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data)
 		}
 	}
@@ -96,10 +125,10 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		threshold = -1 // --inline-threshold 0: nothing travels inline
 	}
 	spool := (&env{data: data}).spoolDir()
-	if g.noWrites {
+	if o.noWrites {
 		spool = os.TempDir() // a result being verified: not in the data directory
 	}
-	keeper, keyID, err := g.openKeeper(ctx, data, g.readOnly)
+	keeper, keyID, err := g.openKeeper(ctx, data, o.readOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +137,9 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		SignTickets:     secret != nil,
 		Keeper:          keeper,
 		KeeperID:        keyID,
-		Tenants:         g.tenants,
+		Tenants:         o.tenants,
 		InlineThreshold: threshold,
-		AlwaysOffload:   g.alwaysOffload,
+		AlwaysOffload:   g.alwaysOffload || o.alwaysOffload,
 		MaxPayloadSize:  g.maxPayloadSize,
 		SpoolDir:        spool,
 	})
@@ -125,8 +154,8 @@ func (g *globals) open(ctx context.Context) (*env, error) {
 		store.Close()
 		return nil, err
 	}
-	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: g.sqliteCacheKiB,
-		ReadOnly: g.readOnly, MustExist: g.readOnly, NoWrites: g.noWrites})
+	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: o.sqliteCacheKiB,
+		ReadOnly: o.readOnly, MustExist: o.readOnly, NoWrites: o.noWrites})
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -144,54 +173,6 @@ func (g *globals) logger() (*slog.Logger, error) {
 		return nil, usagef("--log-level %q: use debug, info, warn or error", g.logLevel)
 	}
 	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
-}
-
-// openExisting opens the data of a command that does not set up a
-// deployment: a missing job database, the data directory's or a
-// --database sqlite:// file, is an error (exit 2) rather than a new empty
-// one. Only the commands that set up or use a deployment (submit, work,
-// run, relay, doctor, verify, migrate, bench) create a SQLite job database.
-func (g *globals) openExisting(ctx context.Context) (*env, error) {
-	g.readOnly = true
-	return g.open(ctx)
-}
-
-// openReading is openExisting for a command that only reads (jobs,
-// inspect, result, dead, sweep --dry-run): it writes nothing to the data
-// directory or the job database, so it works on a read-only copy (a
-// snapshot, a backup being inspected, a chmod a-w directory even for
-// root): no write probe, no key file created (without one, encrypted
-// payloads cannot be read), temporary files in the system's temporary
-// directory, the SQLite file opened read-only (pipeline.Config.NoWrites).
-func (g *globals) openReading(ctx context.Context) (*env, error) {
-	g.readOnly, g.noWrites = true, true
-	return g.open(ctx)
-}
-
-// withJob is the RunE of a command whose one argument is a job id: it parses
-// the id, opens the existing data and calls fn.
-func (g *globals) withJob(fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
-	return g.withJobOpen(g.openExisting, fn)
-}
-
-// withJobReading is withJob for a command that only reads (openReading).
-func (g *globals) withJobReading(fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
-	return g.withJobOpen(g.openReading, fn)
-}
-
-func (g *globals) withJobOpen(open func(context.Context) (*env, error), fn func(cmd *cobra.Command, e *env, id int64) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		id, err := pipeline.ParseJobID(args[0])
-		if err != nil {
-			return usagef("%v", err)
-		}
-		e, err := open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		return fn(cmd, e, id)
-	}
 }
 
 // ensureWritable creates dir if needed and proves a file can be written in
@@ -216,8 +197,4 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
 }

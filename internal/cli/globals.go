@@ -15,14 +15,14 @@ import (
 )
 
 // globals are the flags every subcommand shares; each has an environment
-// variable that sets its default.
+// variable that sets its default. Subcommands read them and never write
+// them: a subcommand's own settings are in its options (see options).
 type globals struct {
 	data            string
 	store           string
 	database        string
 	secretHex       string
 	keeper          string
-	tenants         []string // set by work: the only tenants claimed
 	inlineThreshold int64
 	alwaysOffload   bool
 	maxPayloadSize  int64
@@ -31,12 +31,8 @@ type globals struct {
 	logLevel        string
 	stderr          io.Writer
 	envErrs         []error
-	sqliteCacheKiB  int // set by relay: a small page cache
 	brokerURL       string
 	destination     string
-	memOK           bool // the command runs submit and work in one process
-	readOnly        bool // the command only reads: it must not create a database
-	noWrites        bool // the command only reads and writes nothing at all (openReading)
 }
 
 func envOr(name, def string) string {
@@ -92,4 +88,13 @@ func (g *globals) validate() error {
 		return usagef("--destination: %v", err)
 	}
 	return nil
+}
+
+// inDataDir is a copy of g for the data directory dir and the job database
+// database ("": the SQLite file in dir); g is left as it is. bench relay
+// gives each backlog its own.
+func (g *globals) inDataDir(dir, database string) *globals {
+	c := *g
+	c.data, c.database = dir, database
+	return &c
 }

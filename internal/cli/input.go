@@ -9,8 +9,6 @@ import (
 	"mime"
 	"os"
 	"path/filepath"
-
-	"github.com/spf13/cobra"
 )
 
 // errEmptyPayload refuses a 0-byte payload unless --allow-empty: an empty
@@ -36,9 +34,9 @@ func (e *nonEmpty) Read(p []byte) (int, error) {
 
 // openInput opens FILE or "-" (stdin). A missing or unreadable file, or a
 // directory, is an error before anything is stored.
-func openInput(cmd *cobra.Command, path string) (io.Reader, string, func(), error) {
+func openInput(stdin io.Reader, path string) (io.Reader, string, func(), error) {
 	if path == "-" {
-		return cmd.InOrStdin(), "", func() {}, nil
+		return stdin, "", func() {}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {

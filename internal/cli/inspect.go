@@ -78,8 +78,18 @@ func inspectHalf(ctx context.Context, s *claimcheck.Store, storeURL string, t *c
 	return h
 }
 
+// inspectOptions are the options of inspect.
+type inspectOptions struct {
+	reader
+	job    jobArg
+	reveal bool
+}
+
+// Validate checks the job id.
+func (o *inspectOptions) Validate() error { return o.job.parse() }
+
 func newInspect(g *globals) *cobra.Command {
-	var reveal bool
+	o := &inspectOptions{reader: reader{g}}
 	c := &cobra.Command{
 		Use:   "inspect JOB [--reveal]",
 		Short: "Show both halves of a job: its ticket and its stored object (redacted)",
@@ -88,30 +98,33 @@ store holds. Keys show only up to the tenant's prefix and digests only their
 first 12 hex characters, unless --reveal asks for the full key and digest.
 Payload bytes and wrapped data keys are never shown.`,
 		Args: exactArgs(1, "a job id"),
-		RunE: g.withJobReading(func(cmd *cobra.Command, e *env, id int64) error {
-			j, err := e.pipe.Get(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			in := inspection{Job: j, Payload: inspectHalf(cmd.Context(), e.store, g.store, j.Ticket(), reveal), Result: inspectHalf(cmd.Context(), e.store, g.store, j.ResultTicket(), reveal)}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), in)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "job %d  kind=%s  tenant=%s  state=%s  attempts=%d/%d\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts)
-			if j.Reason != "" {
-				fmt.Fprintf(w, "  dead-letter reason: %s\n", j.Reason)
-			}
-			if j.Error != "" {
-				fmt.Fprintf(w, "  last error: %s\n", j.Error)
-			}
-			printHalf(w, "payload", in.Payload, j.TicketBytes)
-			printHalf(w, "result", in.Result, 0)
-			return nil
-		}),
+		RunE: runE(o, o.job.bind),
 	}
-	c.Flags().BoolVar(&reveal, "reveal", false, "show full object keys and digests (they can encode tenant and content identity)")
+	c.Flags().BoolVar(&o.reveal, "reveal", false, "show full object keys and digests (they can encode tenant and content identity)")
 	return c
+}
+
+func (o *inspectOptions) runIn(ctx context.Context, s streams, e *env) error {
+	g := o.g
+	j, err := e.pipe.Get(ctx, o.job.id)
+	if err != nil {
+		return err
+	}
+	in := inspection{Job: j, Payload: inspectHalf(ctx, e.store, g.store, j.Ticket(), o.reveal), Result: inspectHalf(ctx, e.store, g.store, j.ResultTicket(), o.reveal)}
+	if g.json {
+		return printJSON(s.out, in)
+	}
+	w := s.out
+	fmt.Fprintf(w, "job %d  kind=%s  tenant=%s  state=%s  attempts=%d/%d\n", j.ID, j.Kind, j.Tenant, j.State, j.Attempts, j.MaxAttempts)
+	if j.Reason != "" {
+		fmt.Fprintf(w, "  dead-letter reason: %s\n", j.Reason)
+	}
+	if j.Error != "" {
+		fmt.Fprintf(w, "  last error: %s\n", j.Error)
+	}
+	printHalf(w, "payload", in.Payload, j.TicketBytes)
+	printHalf(w, "result", in.Result, 0)
+	return nil
 }
 
 func printHalf(w io.Writer, name string, h *half, ticketBytes int) {

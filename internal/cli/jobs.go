@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,34 +13,57 @@ import (
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
+// jobsOptions are the options of jobs.
+type jobsOptions struct {
+	reader
+	state, kind string
+}
+
+// Validate checks --state and --kind.
+func (o *jobsOptions) Validate() error {
+	if o.state != "" {
+		if err := pipeline.ValidateState(o.state); err != nil {
+			return usagef("--state: %v", err)
+		}
+	}
+	return validateKindFlag(o.kind)
+}
+
 func newJobs(g *globals) *cobra.Command {
-	var state, kind string
+	o := &jobsOptions{reader: reader{g}}
 	c := &cobra.Command{
 		Use:   "jobs [--state S] [--kind K]",
 		Short: "List jobs",
 		Long:  "List jobs, oldest first. States: available, running, retryable, scheduled, completed, cancelled, discarded, pending, or dead (cancelled and discarded).",
 		Args:  exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := g.openReading(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			return listJobs(cmd, g, e, pipeline.ListOptions{State: state, Kind: kind})
-		},
+		RunE:  runE(o, nil),
 	}
-	c.Flags().StringVar(&state, "state", "", "only jobs in this state")
-	c.Flags().StringVar(&kind, "kind", "", "only jobs of this kind")
+	c.Flags().StringVar(&o.state, "state", "", "only jobs in this state")
+	c.Flags().StringVar(&o.kind, "kind", "", "only jobs of this kind")
 	c.AddCommand(newJobsRelease(g))
 	return c
 }
 
+func (o *jobsOptions) runIn(ctx context.Context, s streams, e *env) error {
+	return listJobs(ctx, s.out, o.g.json, e, pipeline.ListOptions{State: o.state, Kind: o.kind})
+}
+
+// validateKindFlag checks an optional --kind: "" (any kind) or a valid kind.
+func validateKindFlag(kind string) error {
+	if kind == "" {
+		return nil
+	}
+	if err := pipeline.ValidateKind(kind); err != nil {
+		return usagef("--kind: %v", err)
+	}
+	return nil
+}
+
 // listJobs streams jobs as a table, or as a JSON array, one page at a time.
-func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions) error {
-	w := cmd.OutOrStdout()
-	if g.json {
+func listJobs(ctx context.Context, w io.Writer, asJSON bool, e *env, opts pipeline.ListOptions) error {
+	if asJSON {
 		sep := "[\n"
-		err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
+		err := e.pipe.List(ctx, opts, func(j *pipeline.JobInfo) error {
 			fmt.Fprint(w, sep)
 			sep = ",\n"
 			return printJSONCompact(w, j)
@@ -62,7 +87,7 @@ func listJobs(cmd *cobra.Command, g *globals, e *env, opts pipeline.ListOptions)
 	}
 	fmt.Fprintln(tw, header)
 	now := time.Now()
-	err := e.pipe.List(cmd.Context(), opts, func(j *pipeline.JobInfo) error {
+	err := e.pipe.List(ctx, opts, func(j *pipeline.JobInfo) error {
 		since := j.CreatedAt // age: since it finished or died, else since it was enqueued
 		if j.FinalizedAt != nil {
 			since = *j.FinalizedAt

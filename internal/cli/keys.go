@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,11 +14,18 @@ import (
 
 // keysOptions are the options of `claimcheck keys`.
 type keysOptions struct {
+	g      *globals
 	newKey bool
 }
 
-// Validate checks the options: there is nothing to combine wrongly yet.
-func (o *keysOptions) Validate() error { return nil }
+// Validate refuses --keeper (other than none) without --new: that URL is
+// the key already, and keys prints only the data directory's key file.
+func (o *keysOptions) Validate() error {
+	if !o.newKey && o.g.keeper != "" && o.g.keeper != "none" {
+		return usagef("--keeper (or CLAIMCHECK_KEEPER) is set: that is the key; keys prints only the data directory's key file")
+	}
+	return nil
+}
 
 // keysJSON is what `keys --json` prints.
 type keysJSON struct {
@@ -27,7 +35,7 @@ type keysJSON struct {
 }
 
 func newKeys(g *globals) *cobra.Command {
-	o := &keysOptions{}
+	o := &keysOptions{g: g}
 	c := &cobra.Command{
 		Use:   "keys [--new]",
 		Short: "Print the data directory's payload key in the form --keeper takes, to share it with other hosts",
@@ -45,18 +53,14 @@ secret store and give it to every host with --keeper.
 The output is the secret itself: do not paste it into tickets, logs or chat.
 A KMS keeper (awskms://...) needs no copying: use the same URL everywhere.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.run(cmd, g)
-		},
+		RunE: runE(o, nil),
 	}
 	c.Flags().BoolVar(&o.newKey, "new", false, "print a fresh random key (base64key://...) and write nothing")
 	return c
 }
 
-func (o *keysOptions) run(cmd *cobra.Command, g *globals) error {
+func (o *keysOptions) run(ctx context.Context, s streams) error {
+	g := o.g
 	var out keysJSON
 	if o.newKey {
 		text, err := newKeyText()
@@ -65,9 +69,6 @@ func (o *keysOptions) run(cmd *cobra.Command, g *globals) error {
 		}
 		out.Keeper = "base64key://" + text
 	} else {
-		if g.keeper != "" && g.keeper != "none" {
-			return usagef("--keeper (or CLAIMCHECK_KEEPER) is set: that is the key; keys prints only the data directory's key file")
-		}
 		data, err := filepath.Abs(g.data)
 		if err != nil {
 			return fmt.Errorf("data directory %q: %w", g.data, err)
@@ -80,7 +81,7 @@ func (o *keysOptions) run(cmd *cobra.Command, g *globals) error {
 		}
 		// Made on first use as submit makes it, and refused in the same
 		// case: a deployment that holds sealed data needs its key restored.
-		k, _, err := g.openKeeper(cmd.Context(), data, false)
+		k, _, err := g.openKeeper(ctx, data, false)
 		if err != nil {
 			return err
 		}
@@ -97,13 +98,13 @@ func (o *keysOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	out.KeyID = id
 	if g.json {
-		return printJSON(cmd.OutOrStdout(), out)
+		return printJSON(s.out, out)
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), out.Keeper)
+	fmt.Fprintln(s.out, out.Keeper)
 	where := "a new key, written nowhere"
 	if out.File != "" {
 		where = "from " + out.File
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "claimcheck: key id %s (%s); this is the secret key: give it to every host of the deployment as --keeper or CLAIMCHECK_KEEPER\n", id, where)
+	fmt.Fprintf(s.err, "claimcheck: key id %s (%s); this is the secret key: give it to every host of the deployment as --keeper or CLAIMCHECK_KEEPER\n", id, where)
 	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 
@@ -10,9 +11,31 @@ import (
 	"github.com/claimcheck/claimcheck/lifecycle"
 )
 
+// lifecycleOptions are the options of lifecycle; its retention flags are
+// lifecycle apply's too.
+type lifecycleOptions struct {
+	g      *globals
+	in     retentionFlags
+	format string
+	r      *claimcheck.Retention // the sum, made by Validate
+	ns     string                // --store's namespace, read by Validate
+}
+
+// Validate adds up the retention flags and checks --format and the
+// namespace of --store.
+func (o *lifecycleOptions) Validate() (err error) {
+	if o.r, err = o.in.compute(o.g.maxAttempts); err != nil {
+		return err
+	}
+	if o.format != "s3" && o.format != "gcs" {
+		return usagef("--format %q: use s3 or gcs", o.format)
+	}
+	o.ns, err = storeNamespace(o.g.store)
+	return err
+}
+
 func newLifecycle(g *globals) *cobra.Command {
-	var in retentionFlags
-	var format string
+	o := &lifecycleOptions{g: g}
 	c := &cobra.Command{
 		Use:   "lifecycle [--format s3|gcs] [--backlog D ... as for retention]",
 		Short: "Print the bucket lifecycle policy that enforces the retention",
@@ -36,39 +59,11 @@ deleted. The file
 store has no lifecycle engine: "claimcheck sweep --expire-payloads ...
 --expire-results ..." enforces the same expiry there.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := in.compute(g)
-			if err != nil {
-				return err
-			}
-			ns, err := storeNamespace(g.store)
-			if err != nil {
-				return err
-			}
-			p := lifecycle.FromRetention(r).InNamespace(ns)
-			var b []byte
-			switch format {
-			case "s3":
-				b, err = p.S3JSON()
-			case "gcs":
-				b, err = p.GCSJSON()
-			default:
-				return usagef("--format %q: use s3 or gcs", format)
-			}
-			if err != nil {
-				return err
-			}
-			if _, err := cmd.OutOrStdout().Write(b); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "claimcheck: %s expire after %s, %s after %s, incomplete uploads are aborted after 1 day (claimcheck retention explains the sum); merge with the bucket's existing rules rather than replacing them\n",
-				claimcheck.PrefixPayloads, days(p.PayloadDays), claimcheck.PrefixResults, days(p.ResultDays))
-			return nil
-		},
+		RunE: runE(o, nil),
 	}
-	c.Flags().StringVar(&format, "format", "s3", "s3 or gcs")
-	in.register(c.PersistentFlags())
-	c.AddCommand(newLifecycleApply(g, &in))
+	c.Flags().StringVar(&o.format, "format", "s3", "s3 or gcs")
+	o.in.register(c.PersistentFlags())
+	c.AddCommand(newLifecycleApply(g, &o.in))
 	return c
 }
 
@@ -84,4 +79,21 @@ func storeNamespace(store string) (string, error) {
 		return "", usagef("--store: %v", err)
 	}
 	return ns, nil
+}
+
+func (o *lifecycleOptions) run(ctx context.Context, s streams) error {
+	p := lifecycle.FromRetention(o.r).InNamespace(o.ns)
+	b, err := p.S3JSON()
+	if o.format == "gcs" {
+		b, err = p.GCSJSON()
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := s.out.Write(b); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.err, "claimcheck: %s expire after %s, %s after %s, incomplete uploads are aborted after 1 day (claimcheck retention explains the sum); merge with the bucket's existing rules rather than replacing them\n",
+		claimcheck.PrefixPayloads, days(p.PayloadDays), claimcheck.PrefixResults, days(p.ResultDays))
+	return nil
 }

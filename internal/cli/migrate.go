@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -9,6 +10,12 @@ import (
 
 	"github.com/claimcheck/claimcheck/pipeline"
 )
+
+// migrateOptions are the options of migrate: it has no flags of its own.
+type migrateOptions struct{ g *globals }
+
+// Validate has nothing to check: migrate has no flags of its own.
+func (o *migrateOptions) Validate() error { return nil }
 
 func newMigrate(g *globals) *cobra.Command {
 	return &cobra.Command{
@@ -25,32 +32,35 @@ SkipMigrations), or with a role allowed to change the schema. Several
 processes may migrate at once: on PostgreSQL they take turns under an
 advisory lock.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			database := g.database
-			if database == "" {
-				data, err := filepath.Abs(g.data)
-				if err != nil {
-					return fmt.Errorf("data directory %q: %w", g.data, err)
-				}
-				database = "sqlite://" + filepath.ToSlash(filepath.Join(data, "claimcheck.db"))
-			}
-			res, err := pipeline.Migrate(cmd.Context(), database)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			out := cmd.OutOrStdout()
-			if len(res.Applied) == 0 {
-				fmt.Fprintf(out, "%s database %s is up to date: no migration to apply\n", res.Dialect, res.Database)
-				return nil
-			}
-			fmt.Fprintf(out, "migrated %s database %s:\n", res.Dialect, res.Database)
-			for _, a := range res.Applied {
-				fmt.Fprintf(out, "  %-15s %03d  %s (%s)\n", a.Component, a.Version, a.Name, a.Duration.Round(100*time.Microsecond))
-			}
-			return nil
-		},
+		RunE: runE(&migrateOptions{g: g}, nil),
 	}
+}
+
+func (o *migrateOptions) run(ctx context.Context, s streams) error {
+	g := o.g
+	database := g.database
+	if database == "" {
+		data, err := filepath.Abs(g.data)
+		if err != nil {
+			return fmt.Errorf("data directory %q: %w", g.data, err)
+		}
+		database = "sqlite://" + filepath.ToSlash(filepath.Join(data, "claimcheck.db"))
+	}
+	res, err := pipeline.Migrate(ctx, database)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(s.out, res)
+	}
+	out := s.out
+	if len(res.Applied) == 0 {
+		fmt.Fprintf(out, "%s database %s is up to date: no migration to apply\n", res.Dialect, res.Database)
+		return nil
+	}
+	fmt.Fprintf(out, "migrated %s database %s:\n", res.Dialect, res.Database)
+	for _, a := range res.Applied {
+		fmt.Fprintf(out, "  %-15s %03d  %s (%s)\n", a.Component, a.Version, a.Name, a.Duration.Round(100*time.Microsecond))
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,27 +10,39 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// resultOptions are the options of result.
+type resultOptions struct {
+	reader
+	job jobArg
+	out string
+}
+
+// Validate checks the job id.
+func (o *resultOptions) Validate() error { return o.job.parse() }
+
 func newResult(g *globals) *cobra.Command {
-	var out string
+	o := &resultOptions{reader: reader{g}}
 	c := &cobra.Command{
 		Use:   "result JOB [-o FILE]",
 		Short: "Write a job's verified result to standard output or a file",
 		Args:  exactArgs(1, "a job id"),
-		RunE: g.withJobReading(func(cmd *cobra.Command, e *env, id int64) error {
-			r, _, err := e.pipe.OpenResult(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			if out == "" || out == "-" {
-				_, err = io.Copy(cmd.OutOrStdout(), r)
-				return err
-			}
-			return writeFileAtomic(out, r)
-		}),
+		RunE:  runE(o, o.job.bind),
 	}
-	c.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	c.Flags().StringVarP(&o.out, "output", "o", "", "write to this file instead of standard output")
 	return c
+}
+
+func (o *resultOptions) runIn(ctx context.Context, s streams, e *env) error {
+	r, _, err := e.pipe.OpenResult(ctx, o.job.id)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if o.out == "" || o.out == "-" {
+		_, err = io.Copy(s.out, r)
+		return err
+	}
+	return writeFileAtomic(o.out, r)
 }
 
 // writeFileAtomic writes r to path through a temporary file in the same

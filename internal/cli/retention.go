@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -47,8 +48,22 @@ func newRetentionOut(r *claimcheck.Retention) retentionOut {
 	return out
 }
 
+// retentionOptions are the options of retention.
+type retentionOptions struct {
+	g  *globals
+	in retentionFlags
+	r  *claimcheck.Retention // the sum, made by Validate
+}
+
+// Validate parses the durations and adds them up (an impossible sum is a
+// usage error too).
+func (o *retentionOptions) Validate() (err error) {
+	o.r, err = o.in.compute(o.g.maxAttempts)
+	return err
+}
+
 func newRetention(g *globals) *cobra.Command {
-	var in retentionFlags
+	o := &retentionOptions{g: g}
 	c := &cobra.Command{
 		Use:   "retention [--backlog D] [--retry-window D] [--dead-letter D] [--replay-margin D] [--results-extra D]",
 		Short: "Print the minimum object lifetime and how it is reached",
@@ -62,20 +77,19 @@ w (weeks): 4h, 90m, 14d, 2w.
 The dead-letter retention defaults to the pipeline's (14d), the retry window
 to a bound computed from the pipeline's attempts, job timeout and backoff.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := in.compute(g)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), newRetentionOut(r))
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "minimum object lifetime: %s for %s, %s for %s\n\n", days(r.PayloadDays), claimcheck.PrefixPayloads, days(r.ResultDays), claimcheck.PrefixResults)
-			fmt.Fprint(out, r.Explain())
-			return nil
-		},
+		RunE: runE(o, nil),
 	}
-	in.register(c.Flags())
+	o.in.register(c.Flags())
 	return c
+}
+
+func (o *retentionOptions) run(ctx context.Context, s streams) error {
+	g, r := o.g, o.r
+	if g.json {
+		return printJSON(s.out, newRetentionOut(r))
+	}
+	out := s.out
+	fmt.Fprintf(out, "minimum object lifetime: %s for %s, %s for %s\n\n", days(r.PayloadDays), claimcheck.PrefixPayloads, days(r.ResultDays), claimcheck.PrefixResults)
+	fmt.Fprint(out, r.Explain())
+	return nil
 }

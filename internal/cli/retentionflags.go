@@ -30,7 +30,7 @@ const (
 func defaultRetention(g *globals) (*claimcheck.Retention, error) {
 	f := retentionFlags{backlog: defaultBacklog, deadLetter: claimcheck.FormatDuration(pipeline.DefaultDeadLetterRetention),
 		replayMargin: defaultReplayMargin, resultsExtra: defaultResultsExtra}
-	return f.compute(g)
+	return f.compute(g.maxAttempts)
 }
 
 func (f *retentionFlags) register(fs *pflag.FlagSet) {
@@ -44,9 +44,11 @@ func (f *retentionFlags) register(fs *pflag.FlagSet) {
 }
 
 // compute parses the flags (usage errors name the flag) and adds them up.
-func (f *retentionFlags) compute(g *globals) (*claimcheck.Retention, error) {
-	if f.retryWindow == "" {
-		f.retryWindow = claimcheck.FormatDuration(pipeline.DefaultRetryWindow(g.maxAttempts))
+// An unset --retry-window is the pipeline's for maxAttempts attempts.
+func (f *retentionFlags) compute(maxAttempts int) (*claimcheck.Retention, error) {
+	retryWindow := f.retryWindow
+	if retryWindow == "" {
+		retryWindow = claimcheck.FormatDuration(pipeline.DefaultRetryWindow(maxAttempts))
 	}
 	var in claimcheck.RetentionInputs
 	for _, p := range []struct {
@@ -55,7 +57,7 @@ func (f *retentionFlags) compute(g *globals) (*claimcheck.Retention, error) {
 		dst  *time.Duration
 	}{
 		{"--backlog", f.backlog, &in.Backlog},
-		{"--retry-window", f.retryWindow, &in.RetryWindow},
+		{"--retry-window", retryWindow, &in.RetryWindow},
 		{"--dead-letter", f.deadLetter, &in.DeadLetter},
 		{"--replay-margin", f.replayMargin, &in.ReplayMargin},
 		{"--results-extra", f.resultsExtra, &in.ResultsExtra},

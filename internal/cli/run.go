@@ -62,9 +62,24 @@ type runSummary struct {
 	Broker string `json:"broker,omitempty"`
 }
 
+// runOptions are the options of run.
+type runOptions struct {
+	g           *globals
+	tenant      string
+	concurrency int
+	args        []string // the files and directories (at least one: Args)
+}
+
+// Validate checks the tenant.
+func (o *runOptions) Validate() error {
+	if err := claimcheck.ValidateTenant(o.tenant); err != nil {
+		return usagef("--tenant: %v", err)
+	}
+	return nil
+}
+
 func newRun(g *globals) *cobra.Command {
-	var tenant string
-	var concurrency int
+	o := &runOptions{g: g}
 	c := &cobra.Command{
 		Use:   "run FILES|DIRS...",
 		Short: "The main job: submit PDF documents and work them end to end (kind pdf-info)",
@@ -82,104 +97,27 @@ records each outcome in the job database's inbox.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := claimcheck.ValidateTenant(tenant); err != nil {
-				return usagef("--tenant: %v", err)
-			}
-			g.memOK = true // submits and works in this one process
-			files, err := collectFiles(args)
-			if err != nil {
-				return err
-			}
-			e, err := g.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			start := time.Now()
-			stderr := cmd.ErrOrStderr()
-			var tr broker.Transport
-			var dests []string
-			if g.brokerURL != "" {
-				if tr, err = g.openBroker(cmd.Context(), e, pdfinfo.Kind); err != nil {
-					return err
-				}
-				defer tr.Close()
-				dests = []string{g.destination}
-			}
-			jobs := make([]*runJob, 0, len(files))
-			for _, f := range files {
-				j, err := submitFile(cmd, e, tenant, f, stderr, dests, g.brokerBinding())
-				if err != nil {
-					return err
-				}
-				jobs = append(jobs, j)
-			}
-			handlers := map[string]claimcheck.Handler{pdfinfo.Kind: pdfinfo.Handler()}
-			if tr != nil {
-				err = runBroker(cmd, g, e, tr, handlers, concurrency, jobs)
-			} else {
-				err = e.pipe.Work(cmd.Context(), pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, UntilEmpty: true})
-			}
-			if cerr := cmd.Context().Err(); cerr != nil {
-				resume := ""
-				if tr != nil {
-					resume = "--broker URL "
-				}
-				return fmt.Errorf("interrupted; jobs stay queued, resume with: claimcheck %swork --kind %s --until-empty", resume, pdfinfo.Kind)
-			}
-			if err != nil {
-				return err
-			}
-			sum, err := summarise(cmd, e, jobs, time.Since(start))
-			if err != nil {
-				return err
-			}
-			if tr != nil {
-				sum.Broker = g.redactedBroker() + " (destination " + g.destination + ")"
-			}
-			if g.json {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"jobs": jobs, "summary": sum})
-			}
-			printRun(cmd.OutOrStdout(), jobs, sum)
-			if sum.Dead > 0 || sum.Other > 0 {
-				return fmt.Errorf("%d of %d jobs did not complete (see: claimcheck dead)", sum.Dead+sum.Other, sum.Jobs)
-			}
-			return nil
-		},
+		RunE: runE(o, func(_ *cobra.Command, args []string) { o.args = args }),
 	}
-	c.Flags().StringVar(&tenant, "tenant", "local", "tenant owning the documents")
-	c.Flags().IntVar(&concurrency, "concurrency", 2, "jobs worked at once")
+	c.Flags().StringVar(&o.tenant, "tenant", "local", "tenant owning the documents")
+	c.Flags().IntVar(&o.concurrency, "concurrency", 2, "jobs worked at once")
 	return c
 }
 
 // runBroker relays and consumes until every job of run has a final outcome
-// (Get shows a sent outbox entry with its consumer's outcome from the
-// inbox). Each poll looks only at the jobs still open.
-func runBroker(cmd *cobra.Command, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, jobs []*runJob) error {
-	open := make([]int64, len(jobs))
+// (Pipeline.UntilFinished).
+func runBroker(ctx context.Context, stderr io.Writer, g *globals, e *env, tr broker.Transport, handlers map[string]claimcheck.Handler, concurrency int, jobs []*runJob) error {
+	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
-		open[i] = j.ID
+		ids[i] = j.ID
 	}
-	src := brokerSource(g, tr, cmd.ErrOrStderr(), true)
-	src.Until = func(ctx context.Context) (bool, error) {
-		for len(open) > 0 {
-			j, err := e.pipe.Get(ctx, open[0])
-			if err != nil {
-				return false, err
-			}
-			if j.State != "completed" && !j.Dead {
-				return false, nil
-			}
-			open = open[1:]
-		}
-		return true, nil
-	}
-	return e.pipe.Work(cmd.Context(), pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, Broker: src,
-		Notify: func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), msg) },
+	src := brokerSource(g, tr, stderr, true)
+	src.Until = e.pipe.UntilFinished(ids...)
+	return e.pipe.Work(ctx, pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, Broker: src,
+		Notify: func(msg string) { fmt.Fprintln(stderr, msg) },
 		OnDone: func(o pipeline.Outcome) {
 			if o.Err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "job %d%s: attempt %d failed (%s), %s: %v\n", o.JobID, messageNote(o.MessageID), o.Attempt, o.Reason, o.State, o.Err)
+				fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s: %v\n", o.JobID, messageNote(o.MessageID), o.Attempt, o.Reason, o.State, o.Err)
 			}
 		}})
 }
@@ -237,8 +175,8 @@ func collectFiles(args []string) ([]string, error) {
 }
 
 // brokerAt is the outbox entries' broker binding (EnqueueOptions.Broker).
-func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Writer, dests []string, brokerAt string) (*runJob, error) {
-	in, ct, closeIn, err := openInput(cmd, path)
+func submitFile(ctx context.Context, stdin io.Reader, e *env, tenant, path string, stderr io.Writer, dests []string, brokerAt string) (*runJob, error) {
+	in, ct, closeIn, err := openInput(stdin, path)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +197,7 @@ func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Write
 		)
 		opts.CheckIn.Progress = func(n int64) { _ = bar.Set64(n) }
 	}
-	res, err := e.pipe.Enqueue(cmd.Context(), pdfinfo.Kind, tenant, in, opts)
+	res, err := e.pipe.Enqueue(ctx, pdfinfo.Kind, tenant, in, opts)
 	if bar != nil {
 		_ = bar.Finish()
 	}
@@ -271,17 +209,17 @@ func submitFile(cmd *cobra.Command, e *env, tenant, path string, stderr io.Write
 
 // summarise reads each job's outcome (for a broker job, its consumer's, from
 // the inbox) and totals them.
-func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration) (*runSummary, error) {
+func summarise(ctx context.Context, e *env, jobs []*runJob, elapsed time.Duration) (*runSummary, error) {
 	s := &runSummary{Jobs: len(jobs), ElapsedSeconds: elapsed.Seconds()}
 	objects := map[string]int64{}
 	for i, j := range jobs {
-		info, err := e.pipe.Get(cmd.Context(), j.ID)
+		info, err := e.pipe.Get(ctx, j.ID)
 		if err != nil {
 			return nil, err
 		}
 		j.State, j.Attempts, j.Reason, j.argsBytes = info.State, info.Attempts, info.Reason, info.ArgsBytes
 		switch {
-		case info.State == "completed":
+		case info.State == string(pipeline.JobCompleted):
 			s.Done++
 		case info.Dead:
 			s.Dead++
@@ -308,7 +246,7 @@ func summarise(cmd *cobra.Command, e *env, jobs []*runJob, elapsed time.Duration
 			if !rt.IsInline() {
 				objects[rt.Key] = rt.Size
 			}
-			j.Pages = resultPages(cmd, e, rt)
+			j.Pages = resultPages(ctx, e, rt)
 		}
 	}
 	for _, n := range objects {
@@ -326,13 +264,13 @@ func minPositive(a, b int) int {
 }
 
 // resultPages reads the page count from a job's verified JSON result.
-func resultPages(cmd *cobra.Command, e *env, rt *claimcheck.Ticket) int {
+func resultPages(ctx context.Context, e *env, rt *claimcheck.Ticket) int {
 	p, err := e.store.Claim(rt)
 	if err != nil {
 		return 0
 	}
 	defer p.Close()
-	r, err := p.Open(cmd.Context())
+	r, err := p.Open(ctx)
 	if err != nil {
 		return 0
 	}
@@ -372,4 +310,67 @@ func printRun(w io.Writer, jobs []*runJob, s *runSummary) {
 	}
 	fmt.Fprintf(tw, "elapsed\t%.2f s\n", s.ElapsedSeconds)
 	tw.Flush()
+}
+
+func (o *runOptions) run(ctx context.Context, s streams) error {
+	g, args := o.g, o.args
+	files, err := collectFiles(args)
+	if err != nil {
+		return err
+	}
+	e, err := g.open(ctx, openOptions{memOK: true}) // submits and works in this one process
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	start := time.Now()
+	stderr := s.err
+	var tr broker.Transport
+	var dests []string
+	if g.brokerURL != "" {
+		if tr, err = g.openBroker(ctx, e, pdfinfo.Kind); err != nil {
+			return err
+		}
+		defer tr.Close()
+		dests = []string{g.destination}
+	}
+	jobs := make([]*runJob, 0, len(files))
+	for _, f := range files {
+		j, err := submitFile(ctx, s.in, e, o.tenant, f, stderr, dests, g.brokerBinding())
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, j)
+	}
+	handlers := map[string]claimcheck.Handler{pdfinfo.Kind: pdfinfo.Handler()}
+	if tr != nil {
+		err = runBroker(ctx, stderr, g, e, tr, handlers, o.concurrency, jobs)
+	} else {
+		err = e.pipe.Work(ctx, pipeline.WorkOptions{Handlers: handlers, Concurrency: o.concurrency, UntilEmpty: true})
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		resume := ""
+		if tr != nil {
+			resume = "--broker URL "
+		}
+		return fmt.Errorf("interrupted; jobs stay queued, resume with: claimcheck %swork --kind %s --until-empty", resume, pdfinfo.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	sum, err := summarise(ctx, e, jobs, time.Since(start))
+	if err != nil {
+		return err
+	}
+	if tr != nil {
+		sum.Broker = g.redactedBroker() + " (destination " + g.destination + ")"
+	}
+	if g.json {
+		return printJSON(s.out, map[string]any{"jobs": jobs, "summary": sum})
+	}
+	printRun(s.out, jobs, sum)
+	if sum.Dead > 0 || sum.Other > 0 {
+		return fmt.Errorf("%d of %d jobs did not complete (see: claimcheck dead)", sum.Dead+sum.Other, sum.Jobs)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,10 +32,56 @@ type sweepSummary struct {
 	Error        string               `json:"error,omitempty"`
 }
 
+// sweepOptions are the options of sweep.
+type sweepOptions struct {
+	reader
+	dryRun, reveal, allowEmpty     bool
+	grace, expPayloads, expResults string
+	pageSize                       int
+	opts                           sweep.Options // the flags parsed by Validate
+}
+
+// Validate parses --grace (at least sweep.MinGrace), --page-size and the
+// expiries (none shorter than the grace).
+func (o *sweepOptions) Validate() error {
+	opts := sweep.Options{DryRun: o.dryRun, PageSize: o.pageSize, AllowEmptyRegistry: o.allowEmpty, Expiry: map[string]time.Duration{}}
+	var err error
+	if opts.Grace, err = claimcheck.ParseDuration(o.grace); err != nil {
+		return usagef("--grace: %v", err)
+	}
+	if opts.Grace < sweep.MinGrace {
+		return usagef("--grace %s is below the minimum of %s: an upload whose transaction has not committed yet would be deleted", o.grace, claimcheck.FormatDuration(sweep.MinGrace))
+	}
+	if o.pageSize < 1 || o.pageSize > sweep.MaxPageSize {
+		return usagef("--page-size %d: use 1 to %d", o.pageSize, sweep.MaxPageSize)
+	}
+	for _, f := range []struct{ flag, val, prefix string }{
+		{"--expire-payloads", o.expPayloads, claimcheck.PrefixPayloads},
+		{"--expire-results", o.expResults, claimcheck.PrefixResults},
+	} {
+		if f.val == "" {
+			continue
+		}
+		d, err := claimcheck.ParseDuration(f.val)
+		if err != nil {
+			return usagef("%s: %v", f.flag, err)
+		}
+		if d < opts.Grace {
+			return usagef("%s %s is shorter than the grace period (%s)", f.flag, f.val, claimcheck.FormatDuration(opts.Grace))
+		}
+		opts.Expiry[f.prefix] = d
+	}
+	o.opts = opts
+	return nil
+}
+
+// opening: sweep --dry-run only lists and reads, so it writes nothing.
+func (o *sweepOptions) opening() (*globals, openOptions) {
+	return o.g, openOptions{readOnly: true, noWrites: o.dryRun}
+}
+
 func newSweep(g *globals) *cobra.Command {
-	var dryRun, reveal, allowEmpty bool
-	var grace, expPayloads, expResults string
-	var pageSize int
+	o := &sweepOptions{reader: reader{g}}
 	c := &cobra.Command{
 		Use:   "sweep [--dry-run] [--grace 24h] [--expire-payloads 22d --expire-results 60d]",
 		Short: "Delete orphaned objects (and expired ones, for stores without lifecycle rules)",
@@ -65,67 +112,16 @@ Object keys show as tenant prefix and digest prefix; --reveal shows them in
 full. The sweep works a page of objects at a time (--page-size), so its
 memory does not grow with the bucket.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := sweep.Options{DryRun: dryRun, PageSize: pageSize, AllowEmptyRegistry: allowEmpty, Expiry: map[string]time.Duration{}}
-			var err error
-			if opts.Grace, err = claimcheck.ParseDuration(grace); err != nil {
-				return usagef("--grace: %v", err)
-			}
-			if opts.Grace < sweep.MinGrace {
-				return usagef("--grace %s is below the minimum of %s: an upload whose transaction has not committed yet would be deleted", grace, claimcheck.FormatDuration(sweep.MinGrace))
-			}
-			if pageSize < 1 || pageSize > sweep.MaxPageSize {
-				return usagef("--page-size %d: use 1 to %d", pageSize, sweep.MaxPageSize)
-			}
-			for _, f := range []struct{ flag, val, prefix string }{
-				{"--expire-payloads", expPayloads, claimcheck.PrefixPayloads},
-				{"--expire-results", expResults, claimcheck.PrefixResults},
-			} {
-				if f.val == "" {
-					continue
-				}
-				d, err := claimcheck.ParseDuration(f.val)
-				if err != nil {
-					return usagef("%s: %v", f.flag, err)
-				}
-				if d < opts.Grace {
-					return usagef("%s %s is shorter than the grace period (%s)", f.flag, f.val, claimcheck.FormatDuration(opts.Grace))
-				}
-				opts.Expiry[f.prefix] = d
-			}
-			open := g.openExisting
-			if dryRun {
-				open = g.openReading // lists and reads; deletes nothing
-			}
-			e, err := open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			if d, ok := opts.Expiry[claimcheck.PrefixPayloads]; ok && d < e.pipe.DeadLetterRetention() {
-				return usagef("--expire-payloads %s is shorter than the dead-letter retention (%s): payloads of replayable dead letters would expire; \"claimcheck retention\" computes the minimum",
-					expPayloads, claimcheck.FormatDuration(e.pipe.DeadLetterRetention()))
-			}
-			opts.Store, opts.DB = e.store, e.pipe.DB()
-			p := &sweepPrinter{w: cmd.OutOrStdout(), json: g.json, reveal: reveal, dryRun: dryRun}
-			opts.OnEntry = p.entry
-			p.start()
-			rep, err := sweep.Sweep(cmd.Context(), opts)
-			if rep == nil { // refused before it began
-				return err
-			}
-			p.finish(rep, err)
-			return err
-		},
+		RunE: runE(o, nil),
 	}
 	f := c.Flags()
-	f.BoolVar(&dryRun, "dry-run", false, "decide and print everything, delete nothing")
-	f.StringVar(&grace, "grace", claimcheck.FormatDuration(sweep.DefaultGrace), "an unreferenced object younger than this is left alone (at least 1h)")
-	f.StringVar(&expPayloads, "expire-payloads", "", "also delete payloads older than this unless a pending or dead job refers to them (file stores: no lifecycle engine)")
-	f.StringVar(&expResults, "expire-results", "", "the same for results")
-	f.IntVar(&pageSize, "page-size", sweep.DefaultPageSize, "objects listed and looked up at a time")
-	f.BoolVar(&reveal, "reveal", false, "show full object keys (they can encode tenant and content identity)")
-	f.BoolVar(&allowEmpty, "allow-empty-registry", false, "sweep even though no job was ever registered (otherwise refused: usually the wrong --database)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "decide and print everything, delete nothing")
+	f.StringVar(&o.grace, "grace", claimcheck.FormatDuration(sweep.DefaultGrace), "an unreferenced object younger than this is left alone (at least 1h)")
+	f.StringVar(&o.expPayloads, "expire-payloads", "", "also delete payloads older than this unless a pending or dead job refers to them (file stores: no lifecycle engine)")
+	f.StringVar(&o.expResults, "expire-results", "", "the same for results")
+	f.IntVar(&o.pageSize, "page-size", sweep.DefaultPageSize, "objects listed and looked up at a time")
+	f.BoolVar(&o.reveal, "reveal", false, "show full object keys (they can encode tenant and content identity)")
+	f.BoolVar(&o.allowEmpty, "allow-empty-registry", false, "sweep even though no job was ever registered (otherwise refused: usually the wrong --database)")
 	return c
 }
 
@@ -226,4 +222,22 @@ func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
 	if err != nil {
 		fmt.Fprintf(p.w, "stopped early: %v\n", err)
 	}
+}
+
+func (o *sweepOptions) runIn(ctx context.Context, s streams, e *env) error {
+	g, opts := o.g, o.opts
+	if d, ok := opts.Expiry[claimcheck.PrefixPayloads]; ok && d < e.pipe.DeadLetterRetention() {
+		return usagef("--expire-payloads %s is shorter than the dead-letter retention (%s): payloads of replayable dead letters would expire; \"claimcheck retention\" computes the minimum",
+			o.expPayloads, claimcheck.FormatDuration(e.pipe.DeadLetterRetention()))
+	}
+	opts.Store, opts.DB = e.store, e.pipe.DB()
+	p := &sweepPrinter{w: s.out, json: g.json, reveal: o.reveal, dryRun: o.dryRun}
+	opts.OnEntry = p.entry
+	p.start()
+	rep, err := sweep.Sweep(ctx, opts)
+	if rep == nil { // refused before it began
+		return err
+	}
+	p.finish(rep, err)
+	return err
 }

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -30,11 +32,29 @@ const (
 	servedByClaimcheck = "claimcheck"
 )
 
+// urlOptions are the options of url.
+type urlOptions struct {
+	existing
+	job           jobArg
+	ttlText, base string
+	served        bool
+	ttl           time.Duration // --ttl parsed by Validate
+}
+
+// Validate parses --ttl (1s to resulturl.MaxTTL) and checks the job id.
+func (o *urlOptions) Validate() error {
+	var err error
+	if o.ttl, err = claimcheck.ParseDuration(o.ttlText); err != nil {
+		return usagef("--ttl %q: %v", o.ttlText, err)
+	}
+	if o.ttl < time.Second || o.ttl > resulturl.MaxTTL {
+		return usagef("--ttl %s: use 1s to %s", o.ttl, resulturl.MaxTTL)
+	}
+	return o.job.parse()
+}
+
 func newURL(g *globals) *cobra.Command {
-	var ttl time.Duration
-	var ttlText string
-	var base string
-	var served bool
+	o := &urlOptions{existing: existing{g}}
 	c := &cobra.Command{
 		Use:   "url JOB [--ttl 15m] [--base-url URL] [--served]",
 		Short: "Print a short-lived URL for a job's result: S3 presigned, or signed and served by claimcheck serve",
@@ -56,71 +76,64 @@ streams the result verified against its ticket and decrypted. The same holds
 for file:// stores, for a result small enough to travel inline in its ticket
 (there is no object), and with --served.`,
 		Args: exactArgs(1, "a job id"),
-		PreRunE: func(*cobra.Command, []string) error {
-			var err error
-			if ttl, err = claimcheck.ParseDuration(ttlText); err != nil {
-				return usagef("--ttl %q: %v", ttlText, err)
-			}
-			if ttl < time.Second || ttl > resulturl.MaxTTL {
-				return usagef("--ttl %s: use 1s to %s", ttl, resulturl.MaxTTL)
-			}
-			return nil
-		},
-		RunE: g.withJob(func(cmd *cobra.Command, e *env, id int64) error {
-			j, err := e.pipe.Get(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			rt := j.ResultTicket()
-			if rt == nil {
-				return fmt.Errorf("job %d (%s): %w", id, j.State, pipeline.ErrNoResult)
-			}
-			if !served {
-				u, err := e.store.PresignedURL(cmd.Context(), rt, ttl)
-				switch {
-				case err == nil:
-					return printURL(cmd, g.json, u, ttl, servedByS3, rt)
-				case errors.Is(err, claimcheck.ErrNoPresignedURL):
-					// An unencrypted S3 store presigns unless the result
-					// is inline: say why this URL needs claimcheck serve.
-					if e.keeper == nil && isS3Store(g.store) {
-						fmt.Fprintf(cmd.ErrOrStderr(), "note: no presigned URL for job %d's result (%s); this URL is answered by claimcheck serve\n",
-							id, strings.TrimSuffix(strings.TrimPrefix(err.Error(), "claimcheck: "), ": "+claimcheck.ErrNoPresignedURL.Error()))
-					}
-				default:
-					return err
-				}
-			}
-			s, err := e.signer(base)
-			if err != nil {
-				return err
-			}
-			u, err := s.Sign(id, ttl)
-			if err != nil {
-				return usagef("%v", err)
-			}
-			return printURL(cmd, g.json, u, ttl, servedByClaimcheck, rt)
-		}),
+		RunE: runE(o, o.job.bind),
 	}
-	c.Flags().StringVar(&ttlText, "ttl", "15m", "how long the URL works (1s to 7d; Go units plus d and w)")
-	c.Flags().StringVar(&base, "base-url", "http://"+defaultServeAddr, "where claimcheck serve is reachable (for a URL claimcheck serves)")
-	c.Flags().BoolVar(&served, "served", false, "give a URL answered by claimcheck serve (verified, decrypted) even where the store could presign one")
+	c.Flags().StringVar(&o.ttlText, "ttl", "15m", "how long the URL works (1s to 7d; Go units plus d and w)")
+	c.Flags().StringVar(&o.base, "base-url", "http://"+defaultServeAddr, "where claimcheck serve is reachable (for a URL claimcheck serves)")
+	c.Flags().BoolVar(&o.served, "served", false, "give a URL answered by claimcheck serve (verified, decrypted) even where the store could presign one")
 	return c
+}
+
+func (o *urlOptions) runIn(ctx context.Context, s streams, e *env) error {
+	g, id, ttl := o.g, o.job.id, o.ttl
+	j, err := e.pipe.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	rt := j.ResultTicket()
+	if rt == nil {
+		return fmt.Errorf("job %d (%s): %w", id, j.State, pipeline.ErrNoResult)
+	}
+	if !o.served {
+		u, err := e.store.PresignedURL(ctx, rt, ttl)
+		switch {
+		case err == nil:
+			return printURL(s.out, g.json, u, ttl, servedByS3, rt)
+		case errors.Is(err, claimcheck.ErrNoPresignedURL):
+			// An unencrypted S3 store presigns unless the result
+			// is inline: say why this URL needs claimcheck serve.
+			if e.keeper == nil && isS3Store(g.store) {
+				fmt.Fprintf(s.err, "note: no presigned URL for job %d's result (%s); this URL is answered by claimcheck serve\n",
+					id, strings.TrimSuffix(strings.TrimPrefix(err.Error(), "claimcheck: "), ": "+claimcheck.ErrNoPresignedURL.Error()))
+			}
+		default:
+			return err
+		}
+	}
+	signer, err := e.signer(o.base)
+	if err != nil {
+		return err
+	}
+	u, err := signer.Sign(id, ttl)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	return printURL(s.out, g.json, u, ttl, servedByClaimcheck, rt)
 }
 
 // printURL prints a result URL; with --json, an object with url, expires
 // and served_by ("s3" or "claimcheck"), and for a presigned URL, which
 // claimcheck does not verify on the way, the result's sha256 and size.
-func printURL(cmd *cobra.Command, asJSON bool, u string, ttl time.Duration, servedBy string, rt *claimcheck.Ticket) error {
+func printURL(w io.Writer, asJSON bool, u string, ttl time.Duration, servedBy string, rt *claimcheck.Ticket) error {
 	if !asJSON {
-		fmt.Fprintln(cmd.OutOrStdout(), u)
+		fmt.Fprintln(w, u)
 		return nil
 	}
 	out := map[string]any{"url": u, "expires": time.Now().Add(ttl).UTC().Truncate(time.Second), "served_by": servedBy}
 	if servedBy == servedByS3 {
 		out["sha256"], out["size"] = rt.SHA256, rt.Size
 	}
-	return printJSON(cmd.OutOrStdout(), out)
+	return printJSON(w, out)
 }
 
 // isS3Store reports whether the --store URL is an s3:// one.
