@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,7 +279,7 @@ func TestConsumeLeavesUnservedTenants(t *testing.T) {
 	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
 		t.Fatal(err)
 	}
-	inbox := &memInbox{released: map[string]int{}}
+	inbox := brokertest.NewMemInbox()
 	consume := func(store *claimcheck.Store) (broker.Outcome, int) {
 		var runs atomic.Int64
 		var got broker.Outcome
@@ -305,34 +304,4 @@ func TestConsumeLeavesUnservedTenants(t *testing.T) {
 	if o, runs := consume(open("globex")); o.Action != broker.Acked || runs != 1 || o.Attempt != 1 {
 		t.Fatalf("globex consumer: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", o.Action, o.Attempt, runs)
 	}
-}
-
-// memInbox is an in-memory stand-in for the job database's inbox
-// (pipeline's, tested against SQLite and PostgreSQL there): it counts
-// releases per message and delivery, and knows what was acknowledged.
-type memInbox struct {
-	mu       sync.Mutex
-	released map[string]int
-	acked    map[string]bool
-}
-
-func (m *memInbox) Seen(_ context.Context, queue, id, delivery string) (broker.Seen, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return broker.Seen{Processed: m.acked[queue+"/"+id], Released: m.released[queue+"/"+id+"/"+delivery]}, nil
-}
-
-func (m *memInbox) Record(_ context.Context, o broker.Outcome) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch o.Action {
-	case broker.Released:
-		m.released[o.Queue+"/"+o.ID+"/"+o.Delivery]++
-	case broker.Acked:
-		if m.acked == nil {
-			m.acked = map[string]bool{}
-		}
-		m.acked[o.Queue+"/"+o.ID] = true
-	}
-	return nil
 }

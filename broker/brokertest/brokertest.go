@@ -384,8 +384,13 @@ func testConsume(t *testing.T, tr broker.Transport) {
 	expectNone(t, tr.Receive, 300*time.Millisecond)
 }
 
-// memInbox is an in-process broker.Inbox for the suite (the real one,
-// pipeline.Pipeline.Inbox, keeps it in the job database).
+// NewMemInbox returns an in-process broker.Inbox, for tests of Consume
+// without a job database (the real one, pipeline.Pipeline.Inbox, keeps it
+// there): it records acknowledged messages and counts releases per
+// delivery.
+func NewMemInbox() broker.Inbox { return &memInbox{done: map[string]bool{}} }
+
+// memInbox is NewMemInbox's inbox.
 type memInbox struct {
 	mu       sync.Mutex
 	done     map[string]bool
