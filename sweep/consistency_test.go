@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -99,10 +98,7 @@ func (r *statusRecorder) Flush() {
 // job completes; a ticket created longer ago than the grace is dead on
 // attempt 1 as payload-missing.
 func TestEventuallyConsistentStore(t *testing.T) {
-	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if raw == "" {
-		s3TestStore(t, nil) // skips, or fails under CI
-	}
+	raw := s3URL(t)
 	u, _ := url.Parse(raw)
 	proxy, endpoint := newNotFoundInjectingProxy(t, u.Query().Get("endpoint"), 2, time.Second)
 	store := s3TestStoreVia(t, endpoint, &claimcheck.Options{AlwaysOffload: true, SpoolDir: t.TempDir()})

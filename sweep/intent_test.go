@@ -21,6 +21,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 	"github.com/claimcheck/claimcheck/pipeline"
 	"github.com/claimcheck/claimcheck/sweep"
 )
@@ -34,18 +35,18 @@ func s3TestStore(t *testing.T, opts *claimcheck.Options) *claimcheck.Store {
 	return s3TestStoreVia(t, "", opts)
 }
 
+// s3URL is the S3 server's store URL (CLAIMCHECK_TEST_S3_URL): t skips
+// without it, and fails when CI is set (testenv.Require).
+func s3URL(t *testing.T) string {
+	t.Helper()
+	return testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
+}
+
 // s3TestStoreVia is s3TestStore with the store's requests sent to
 // endpoint (a fault-injecting proxy in front of the server) when set.
 func s3TestStoreVia(t *testing.T, endpoint string, opts *claimcheck.Options) *claimcheck.Store {
 	t.Helper()
-	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if raw == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but CLAIMCHECK_TEST_S3_URL is not")
-		}
-		t.Skip("CLAIMCHECK_TEST_S3_URL is not set, so there is no S3 server: " +
-			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-	}
+	raw := s3URL(t)
 	ctx := context.Background()
 	shared, err := claimcheck.OpenStore(ctx, raw, nil)
 	if err != nil {

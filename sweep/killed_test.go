@@ -131,14 +131,7 @@ func TestKilledSubmitsLeaveNoLitter(t *testing.T) {
 		killedSubmits(t, &killStore{url: "file://" + filepath.ToSlash(objects), objects: objects, database: "sqlite://" + filepath.ToSlash(filepath.Join(dir, "jobs.db"))})
 	})
 	t.Run("postgres+s3", func(t *testing.T) {
-		raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-		if raw == "" {
-			if os.Getenv("CI") != "" {
-				t.Fatal("CI is set but CLAIMCHECK_TEST_S3_URL is not")
-			}
-			t.Skip("CLAIMCHECK_TEST_S3_URL is not set, so there is no S3 server: " +
-				`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-		}
+		raw := s3URL(t)
 		database := dbtest.Postgres(t)
 		ctx := context.Background()
 		shared, err := claimcheck.OpenStore(ctx, raw, nil)

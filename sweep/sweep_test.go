@@ -507,11 +507,7 @@ func fmtMap(m map[string]string) string {
 // every object looks two days old. Pages of 2 exercise S3's continuation
 // tokens.
 func TestSweepS3(t *testing.T) {
-	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if raw == "" {
-		t.Skip("CLAIMCHECK_TEST_S3_URL is not set, so there is no S3 server to sweep: " +
-			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-	}
+	raw := s3URL(t)
 	ctx := context.Background()
 	shared, err := claimcheck.OpenStore(ctx, raw, nil)
 	if err != nil {
