@@ -2,20 +2,14 @@ package sweep_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
@@ -507,43 +501,8 @@ func fmtMap(m map[string]string) string {
 // every object looks two days old. Pages of 2 exercise S3's continuation
 // tokens.
 func TestSweepS3(t *testing.T) {
-	raw := s3URL(t)
 	ctx := context.Background()
-	shared, err := claimcheck.OpenStore(ctx, raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shared.Close()
-	var client *s3.Client
-	if !shared.Bucket().As(&client) {
-		t.Fatal("no S3 client behind the s3:// store")
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	name := "claimcheck-sweep-" + hex.EncodeToString(rnd[:])
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(raw)
-	u.Host = name
-	store, err := claimcheck.OpenStore(ctx, u.String(), &claimcheck.Options{AlwaysOffload: true, SpoolDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		it := store.Bucket().List(nil)
-		for {
-			obj, err := it.Next(ctx)
-			if err != nil {
-				break
-			}
-			_ = store.Bucket().Delete(ctx, obj.Key)
-		}
-		store.Close()
-		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)}); err != nil {
-			t.Errorf("delete bucket %s: %v", name, err)
-		}
-	})
+	store := s3TestStore(t, &claimcheck.Options{AlwaysOffload: true, SpoolDir: t.TempDir()})
 	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: filepath.Join(t.TempDir(), "jobs.db"), Store: store})
 	if err != nil {
 		t.Fatal(err)
