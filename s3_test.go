@@ -306,7 +306,7 @@ func TestS3CheckInSendsChecksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("12 MiB object: checksum %s (a checksum of the parts' checksums, not the payload's)", aws.ToString(head.ChecksumSHA256))
-	if got := claimBytesS3(t, b.store, tk); !bytes.Equal(got, large) {
+	if got := storetest.ClaimBytes(t, b.store, tk); !bytes.Equal(got, large) {
 		t.Fatal("the multipart object claims other bytes")
 	}
 
@@ -337,25 +337,6 @@ func s3Keeper(t *testing.T) *secrets.Keeper {
 	k := localsecrets.NewKeeper(key)
 	t.Cleanup(func() { k.Close() })
 	return k
-}
-
-func claimBytesS3(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket) []byte {
-	t.Helper()
-	p, err := s.Claim(tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	r, err := p.Open(t.Context())
-	if err != nil {
-		t.Fatalf("claim: %v", err)
-	}
-	defer r.Close()
-	got, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
 }
 
 // corruptBody is a client option that flips one byte in the body of the
@@ -429,7 +410,7 @@ func TestS3CorruptedUploadRefused(t *testing.T) {
 			if err != nil {
 				t.Fatalf("retry: %v", err)
 			}
-			if got := claimBytesS3(t, b.store, tk); !bytes.Equal(got, data) {
+			if got := storetest.ClaimBytes(t, b.store, tk); !bytes.Equal(got, data) {
 				t.Fatal("retried check-in claims other bytes")
 			}
 			if err := storetest.DeleteObject(b.ctx, b.store, tk.Key); err != nil {
@@ -637,7 +618,7 @@ func TestS3ConcurrentMultipartConflict(t *testing.T) {
 	if winner < 0 {
 		t.Fatalf("neither check-in committed: %v; %v", errs[0], errs[1])
 	}
-	if got := claimBytesS3(t, b.store, tickets[winner]); !bytes.Equal(got, payloads[winner]) {
+	if got := storetest.ClaimBytes(t, b.store, tickets[winner]); !bytes.Equal(got, payloads[winner]) {
 		t.Fatal("the object does not hold the winner's bytes")
 	}
 	if u := b.uploads(t, claimcheck.PrefixPayloads+b.tenant+"/"); len(u) != 0 {

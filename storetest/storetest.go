@@ -258,9 +258,9 @@ func checkIn(t *testing.T, s *claimcheck.Store, tenant string, data []byte, opts
 	return tk
 }
 
-// claimBytes claims tk from s and returns its bytes through Open (verified,
+// ClaimBytes claims tk from s and returns its bytes through Open (verified,
 // read twice), after checking OpenStream yields the same.
-func claimBytes(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket) []byte {
+func ClaimBytes(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket) []byte {
 	t.Helper()
 	ctx := t.Context()
 	p, err := s.Claim(tk)
@@ -326,7 +326,7 @@ func roundTrip(t *testing.T, s *claimcheck.Store, tenant string, data []byte, wa
 			t.Fatalf("Stat = %+v, want an existing object matching the ticket", info)
 		}
 	}
-	if got := claimBytes(t, s, tk); !bytes.Equal(got, data) {
+	if got := ClaimBytes(t, s, tk); !bytes.Equal(got, data) {
 		t.Fatalf("claimed %d bytes, checked in %d (or they differ)", len(got), len(data))
 	}
 	return tk
@@ -506,7 +506,7 @@ func testNamedAndResultKeys(t *testing.T, h Harness) {
 	if want := claimcheck.PrefixPayloads + tenant + "/named/orders/42@v2"; tk.Key != want {
 		t.Fatalf("named key = %q, want %q", tk.Key, want)
 	}
-	if got := claimBytes(t, s, tk); !bytes.Equal(got, data) {
+	if got := ClaimBytes(t, s, tk); !bytes.Equal(got, data) {
 		t.Fatal("named payload claims other bytes")
 	}
 	info, err := s.Stat(t.Context(), tk)
@@ -518,7 +518,7 @@ func testNamedAndResultKeys(t *testing.T, h Harness) {
 	if !strings.HasPrefix(rt.Key, claimcheck.PrefixResults+tenant+"/") {
 		t.Fatalf("result key is not under results/<tenant>/")
 	}
-	if got := claimBytes(t, s, rt); !bytes.Equal(got, res) {
+	if got := ClaimBytes(t, s, rt); !bytes.Equal(got, res) {
 		t.Fatal("result claims other bytes")
 	}
 }
@@ -549,7 +549,7 @@ func testIdempotent(t *testing.T, h Harness) {
 	if after.ModTime.Before(before.ModTime) || after.Size != before.Size {
 		t.Fatalf("re-check-in changed the object (modified %v size %d, then %v size %d)", before.ModTime, before.Size, after.ModTime, after.Size)
 	}
-	if got := claimBytes(t, s, tk); !bytes.Equal(got, data) {
+	if got := ClaimBytes(t, s, tk); !bytes.Equal(got, data) {
 		t.Fatal("the first ticket no longer claims the same bytes")
 	}
 	if got := Keys(t, s, claimcheck.PrefixPayloads+tenant+"/"); len(got) != 1 || got[0] != tk.Key {
@@ -566,7 +566,7 @@ func testIdempotent(t *testing.T, h Harness) {
 	if !errors.Is(err, claimcheck.ErrKeyConflict) || !claimcheck.IsPermanent(err) {
 		t.Fatalf("other bytes under a used name: %v, want ErrKeyConflict (permanent)", err)
 	}
-	if got := claimBytes(t, s, n1); !bytes.Equal(got, data) {
+	if got := ClaimBytes(t, s, n1); !bytes.Equal(got, data) {
 		t.Fatal("a refused check-in changed the named object")
 	}
 }
@@ -596,7 +596,7 @@ func testConcurrentSameContent(t *testing.T, h Harness) {
 	if got := Keys(t, s, claimcheck.PrefixPayloads+tenant+"/"); len(got) != 1 {
 		t.Fatalf("%d objects after %d concurrent check-ins of the same bytes, want 1", len(got), n)
 	}
-	if got := claimBytes(t, s, tickets[n-1]); !bytes.Equal(got, data) {
+	if got := ClaimBytes(t, s, tickets[n-1]); !bytes.Equal(got, data) {
 		t.Fatal("claimed other bytes")
 	}
 }
@@ -632,7 +632,7 @@ func testConcurrentNamedConflict(t *testing.T, h Harness) {
 	if winner < 0 {
 		t.Fatal("no check-in under the name succeeded")
 	}
-	if got := claimBytes(t, s, tickets[winner]); !bytes.Equal(got, payloads[winner]) {
+	if got := ClaimBytes(t, s, tickets[winner]); !bytes.Equal(got, payloads[winner]) {
 		t.Fatal("the named object does not hold the winner's bytes")
 	}
 }
@@ -778,7 +778,7 @@ func testCancelled(t *testing.T, h Harness) {
 		cancel()
 		if err == nil {
 			completed++
-			if got := claimBytes(t, s, tk); !bytes.Equal(got, data) {
+			if got := ClaimBytes(t, s, tk); !bytes.Equal(got, data) {
 				t.Fatalf("cancel after %v: completed check-in claims other bytes", delay)
 			}
 			if err := DeleteObject(t.Context(), s, tk.Key); err != nil {
