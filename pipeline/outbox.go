@@ -383,6 +383,40 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 	})
 }
 
+// PruneInbox deletes the inbox's records (claimcheck_consumed) of
+// messages last settled before cutoff, with their release counts
+// (claimcheck_released), and returns how many messages it forgot. Without
+// it both tables grow by a row per message and consuming queue forever.
+//
+// Choose cutoff no later than now less the results' retention
+// (claimcheck.Retention.ResultTotal, docs/invariants.md, invariant 5): by
+// then the payload and any result have expired, so a record is no longer
+// needed to skip a redelivery (which would fail payload-missing anyway),
+// to list a broker dead letter (which could no longer be replayed) or to
+// find a result. Settlement times are the consumers' clocks; a skew of
+// minutes is nothing against a retention of days.
+//
+// Errors: the database's, wrapped.
+func (p *Pipeline) PruneInbox(ctx context.Context, cutoff time.Time) (int64, error) {
+	var n int64
+	err := p.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_consumed WHERE updated_at < $1`, cutoff.UTC())
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM claimcheck_released WHERE NOT EXISTS (SELECT 1 FROM claimcheck_consumed c
+			WHERE c.message_id = claimcheck_released.message_id AND c.queue = claimcheck_released.queue)`)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pipeline: prune the inbox: %w", err)
+	}
+	return n, nil
+}
+
 // Release implements broker.Releaser (opt-in deletion on acknowledgement):
 // it deletes outbox entry job's registry row for t's object held for
 // queue (the entry's one payload row, or, when its destination fans out,

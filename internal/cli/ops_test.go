@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -366,6 +367,29 @@ func TestSweepCommand(t *testing.T) {
 		}
 	}
 
+	// Two broker inbox records, one settled 100 days ago (with a release
+	// count), one now: the sweep forgets the first only.
+	db, err := sql.Open("sqlite", filepath.Join(sd.data, "claimcheck.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, m := range []struct {
+		id string
+		at time.Time
+	}{{"old", time.Now().Add(-100 * 24 * time.Hour).UTC()}, {"new", time.Now().UTC()}} {
+		if _, err := db.Exec(`INSERT INTO claimcheck_consumed (message_id, queue, job_id, kind, tenant, action, attempt, reason, error, result, updated_at)
+			VALUES ($1, 'q', 0, 'pages', 'acme', 'acked', 1, '', '', NULL, $2)`, m.id, m.at); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO claimcheck_released (message_id, queue, delivery_id, released) VALUES ($1, 'q', 'd', 1)`, m.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := opsRun(t, sd.data, "sweep", "--inbox-retention", "1d"); r.code != 2 || !strings.Contains(r.stderr, "shorter than the dead-letter retention") {
+		t.Errorf("sweep --inbox-retention 1d: exit %d, %s; want 2, refused as shorter than the dead-letter retention", r.code, r.stderr)
+	}
+
 	r = opsOK(t, sd.data, "--json", "sweep")
 	var got struct {
 		Entries []struct {
@@ -391,6 +415,27 @@ func TestSweepCommand(t *testing.T) {
 	}
 	if s := got.Summary; s.Removed != 2 || s.Kept != 4 || s.Listed != 5 || s.DryRun || s.Grace != "1d" || s.RemovedBy["temp-file"] != 1 {
 		t.Errorf("sweep --json summary %+v", s)
+	}
+	if got.Summary.InboxPruned != 1 {
+		t.Errorf("sweep forgot %d inbox records, want 1 (settled 100 days ago)", got.Summary.InboxPruned)
+	}
+	for _, q := range []string{`SELECT message_id FROM claimcheck_consumed`, `SELECT message_id FROM claimcheck_released`} {
+		var left []string
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			left = append(left, id)
+		}
+		rows.Close()
+		if fmt.Sprint(left) != "[new]" {
+			t.Errorf("%s after the sweep: %v, want [new]", q, left)
+		}
 	}
 	if sd.exists(sd.a) {
 		t.Error("(a) the old orphan survived the sweep")

@@ -39,11 +39,14 @@ func age(d time.Duration) string {
 	}
 }
 
-func objects(n int) string {
+func objects(n int) string { return count(int64(n), "object") }
+
+// count is "1 thing" or "N things".
+func count(n int64, thing string) string {
 	if n == 1 {
-		return "1 object"
+		return "1 " + thing
 	}
-	return fmt.Sprintf("%d objects", n)
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func byteSize(n int64) string {

@@ -28,8 +28,10 @@ type sweepSummary struct {
 	RemovedBy    map[sweep.Reason]int `json:"removed_by_reason"`
 	Pages        int                  `json:"pages"`
 	Queries      int                  `json:"registry_queries"`
-	Elapsed      string               `json:"elapsed"`
-	Error        string               `json:"error,omitempty"`
+	// InboxPruned counts the broker inbox's records forgot (--inbox-retention).
+	InboxPruned int64  `json:"inbox_pruned"`
+	Elapsed     string `json:"elapsed"`
+	Error       string `json:"error,omitempty"`
 }
 
 // sweepOptions are the options of sweep.
@@ -37,8 +39,10 @@ type sweepOptions struct {
 	reader
 	dryRun, reveal, allowEmpty     bool
 	grace, expPayloads, expResults string
+	inboxRetention                 string
 	pageSize                       int
 	opts                           sweep.Options // the flags parsed by Validate
+	inboxAge                       time.Duration // --inbox-retention parsed by Validate
 }
 
 // Validate parses --grace (at least sweep.MinGrace), --page-size and the
@@ -70,6 +74,11 @@ func (o *sweepOptions) Validate() error {
 			return usagef("%s %s is shorter than the grace period (%s)", f.flag, f.val, claimcheck.FormatDuration(opts.Grace))
 		}
 		opts.Expiry[f.prefix] = d
+	}
+	if o.inboxRetention != "" {
+		if o.inboxAge, err = claimcheck.ParseDuration(o.inboxRetention); err != nil {
+			return usagef("--inbox-retention: %v", err)
+		}
 	}
 	o.opts = opts
 	return nil
@@ -108,6 +117,11 @@ even with a registry row, unless a job referring to it is still pending or
 dead. An expiry shorter than the dead-letter retention is refused; see
 "claimcheck retention" for the minimum.
 
+The broker inbox's records of messages settled longer ago than
+--inbox-retention (default: the results' retention, "claimcheck retention";
+at least the dead-letter retention) are forgotten: by then their payloads
+and results have expired. A dry run keeps them.
+
 Object keys show as tenant prefix and digest prefix; --reveal shows them in
 full. The sweep works a page of objects at a time (--page-size), so its
 memory does not grow with the bucket.`,
@@ -119,6 +133,8 @@ memory does not grow with the bucket.`,
 	f.StringVar(&o.grace, "grace", claimcheck.FormatDuration(sweep.DefaultGrace), "an unreferenced object younger than this is left alone (at least 1h)")
 	f.StringVar(&o.expPayloads, "expire-payloads", "", "also delete payloads older than this unless a pending or dead job refers to them (file stores: no lifecycle engine)")
 	f.StringVar(&o.expResults, "expire-results", "", "the same for results")
+	f.StringVar(&o.inboxRetention, "inbox-retention", "",
+		"forget the broker inbox's record of a message settled longer ago than this (default: the results' retention, \"claimcheck retention\"; at least the dead-letter retention)")
 	f.IntVar(&o.pageSize, "page-size", sweep.DefaultPageSize, "objects listed and looked up at a time")
 	f.BoolVar(&o.reveal, "reveal", false, "show full object keys (they can encode tenant and content identity)")
 	f.BoolVar(&o.allowEmpty, "allow-empty-registry", false, "sweep even though no job was ever registered (otherwise refused: usually the wrong --database)")
@@ -177,8 +193,8 @@ func (p *sweepPrinter) entry(e sweep.Entry) error {
 	return err
 }
 
-func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
-	s := sweepSummary{DryRun: rep.DryRun, Grace: claimcheck.FormatDuration(rep.Grace), Prefixes: rep.Prefixes, Listed: rep.Listed,
+func (p *sweepPrinter) finish(rep *sweep.Report, inboxPruned int64, err error) {
+	s := sweepSummary{InboxPruned: inboxPruned, DryRun: rep.DryRun, Grace: claimcheck.FormatDuration(rep.Grace), Prefixes: rep.Prefixes, Listed: rep.Listed,
 		Removed: rep.Removed, RemovedBytes: rep.RemovedBytes, Kept: rep.Kept, ByReason: rep.ByReason, RemovedBy: rep.RemovedByReason, Pages: rep.Pages, Queries: rep.Queries,
 		Elapsed: rep.Elapsed.Round(time.Millisecond).String()}
 	if len(rep.Expiry) > 0 {
@@ -219,6 +235,9 @@ func (p *sweepPrinter) finish(rep *sweep.Report, err error) {
 	fmt.Fprintf(p.w, "\n%s %s (%s), %s %s%s; listed %d under %s in %d pages\n",
 		verb, objects(rep.Removed), removedText, keep, objects(rep.Kept), keptText,
 		rep.Listed, strings.Join(rep.Prefixes, " and "), rep.Pages)
+	if !rep.DryRun && err == nil {
+		fmt.Fprintf(p.w, "inbox: forgot %s settled before the inbox retention\n", count(inboxPruned, "broker message"))
+	}
 	if err != nil {
 		fmt.Fprintf(p.w, "stopped early: %v\n", err)
 	}
@@ -230,6 +249,18 @@ func (o *sweepOptions) runIn(ctx context.Context, s streams, e *env) error {
 		return usagef("--expire-payloads %s is shorter than the dead-letter retention (%s): payloads of replayable dead letters would expire; \"claimcheck retention\" computes the minimum",
 			o.expPayloads, claimcheck.FormatDuration(e.pipe.DeadLetterRetention()))
 	}
+	inboxAge := o.inboxAge
+	if inboxAge == 0 {
+		r, err := defaultRetention(g)
+		if err != nil {
+			return err
+		}
+		inboxAge = time.Duration(r.ResultDays) * 24 * time.Hour
+	}
+	if inboxAge < e.pipe.DeadLetterRetention() {
+		return usagef("--inbox-retention %s is shorter than the dead-letter retention (%s): a replayable broker dead letter would lose its record",
+			claimcheck.FormatDuration(inboxAge), claimcheck.FormatDuration(e.pipe.DeadLetterRetention()))
+	}
 	opts.Store, opts.DB = e.store, e.pipe.DB()
 	p := &sweepPrinter{w: s.out, json: g.json, reveal: o.reveal, dryRun: o.dryRun}
 	opts.OnEntry = p.entry
@@ -238,6 +269,12 @@ func (o *sweepOptions) runIn(ctx context.Context, s streams, e *env) error {
 	if rep == nil { // refused before it began
 		return err
 	}
-	p.finish(rep, err)
+	// The inbox's records of settled broker messages go once the payloads
+	// and results they could concern have expired (Pipeline.PruneInbox).
+	var pruned int64
+	if err == nil && !o.dryRun {
+		pruned, err = e.pipe.PruneInbox(ctx, time.Now().Add(-inboxAge))
+	}
+	p.finish(rep, pruned, err)
 	return err
 }
