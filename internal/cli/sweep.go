@@ -109,7 +109,10 @@ this host's for a file store), never this process's.
 Also removed, as litter of check-ins killed mid-write: a file store's
 temporary files (*.tmp) older than the grace period, and, on S3, incomplete
 multipart uploads under payloads/ and results/ begun more than the grace
-period ago (aborted, their parts freed). Both are listed.
+period ago (aborted, their parts freed). Both are listed, and so is each
+check-in intent of such a check-in (stale-intent: an intent older than the
+grace period, by the job database's clock, whose object does not exist),
+which is removed from the job database.
 
 --expire-payloads and --expire-results enforce lifecycle expiry where the
 store has no lifecycle engine (the file store): an older object is deleted
