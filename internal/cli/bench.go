@@ -14,15 +14,23 @@ import (
 
 // benchOptions are the options of bench.
 type benchOptions struct {
-	g      *globals
-	sizes  []string
-	rounds int
-	noSDK  bool
-	bytes  []int64 // --size parsed by Validate
+	g       *globals
+	sizes   []string
+	rounds  int
+	noSDK   bool
+	compare bool
+	// roundsSet: --rounds was given (--compare's default is 3).
+	roundsSet bool
+	bytes     []int64 // --size parsed by Validate
 }
 
-// Validate checks --rounds (1 to 20) and each --size (1 B to 64 GiB).
+// Validate checks --rounds (1 to 20), each --size (1 B to 64 GiB), and
+// that --compare is not given with --no-sdk-baseline (the SDK is its
+// reference on S3).
 func (o *benchOptions) Validate() error {
+	if o.compare && o.noSDK {
+		return usagef("--compare measures the SDK as its reference: leave out --no-sdk-baseline")
+	}
 	if o.rounds < 1 || o.rounds > 20 {
 		return usagef("--rounds %d: use 1 to 20", o.rounds)
 	}
@@ -59,13 +67,25 @@ same part size, concurrency and SHA-256 checksums, and a GetObject streamed
 to io.Discard (under payloads/<tenant>-sdk/, deleted afterwards).
 claimcheck's throughput is printed as a share of the SDK's, per phase:
 check-in against the upload, open and stream against the download
-(--no-sdk-baseline skips it).`,
+(--no-sdk-baseline skips it).
+
+With --compare, claimcheck is measured against the plain references of the
+store instead, in this process and run, every case reading the same
+generated file: on a file:// store SHA-256 of the file and the disk writing
+it (1 MiB writes, fsync of file and directory), against which check-in
+(plain and encrypted) is compared with the slower of the two, and verified
+Open and OpenStream with SHA-256 of the file; on an s3:// store the AWS SDK
+alone (PutObject of the file, GetObject into a file). The order of the
+cases is reversed every other round (--rounds, default 3); each ratio is
+printed per round with its median and min–max, next to the load average as
+each round started, and judged against issue 13's goals.`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: runE(o, nil),
+		RunE: runE(o, func(cmd *cobra.Command, _ []string) { o.roundsSet = cmd.Flags().Changed("rounds") }),
 	}
 	c.Flags().StringArrayVar(&o.sizes, "size", nil, "payload size, e.g. 4MiB, 1GiB, 123456 (repeatable; default 4MiB and 1GiB)")
 	c.Flags().BoolVar(&o.noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
-	c.Flags().IntVar(&o.rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine)")
+	c.Flags().IntVar(&o.rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine); with --compare, default 3")
+	c.Flags().BoolVar(&o.compare, "compare", false, "compare claimcheck with the plain references on the store, in this run: SHA-256 and the disk (file://), the AWS SDK's PutObject and GetObject (s3://); each ratio per round with its median and min–max, and the load average (default sizes 64MiB, 512MiB, 1GiB)")
 	c.AddCommand(newBenchRelay(g))
 	return c
 }
@@ -88,6 +108,9 @@ func printReport(w io.Writer, asJSON bool, rep interface {
 
 func (o *benchOptions) run(ctx context.Context, s streams) error {
 	g := o.g
+	if o.compare {
+		return o.runCompare(ctx, s)
+	}
 	cfg := bench.Config{StoreURL: g.store, Log: s.err}
 	data, err := filepath.Abs(g.data)
 	if err != nil {

@@ -1,0 +1,509 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/secrets"
+	"gocloud.dev/secrets/localsecrets"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/stores/s3store"
+)
+
+// DefaultCompareSizes are the payload sizes CompareStore measures when
+// StoreCompareConfig.Sizes is empty: the sizes of issue 13's S3 row.
+var DefaultCompareSizes = []int64{64 * MiB, 512 * MiB, 1 * GiB}
+
+// The goals of issue 13, as ratios of claimcheck over its reference in
+// the same round (median over the rounds).
+const (
+	// GoalFileCheckIn: file-store check-in over min(SHA-256 of the file,
+	// the disk's write+fsync of it), encrypted and unencrypted.
+	GoalFileCheckIn = 0.6
+	// GoalS3CheckIn: S3 check-in over the SDK's PutObject of the file.
+	GoalS3CheckIn = 0.9
+	// GoalOpen: verified Open over SHA-256 of the file (file store) or the
+	// SDK's GetObject into a file (S3).
+	GoalOpen = 0.8
+	// GoalOpenStream: OpenStream over the same reference as GoalOpen.
+	GoalOpenStream = 0.95
+)
+
+// Case names of the store comparison.
+const (
+	CaseSHA256     = "sha256 of the file"
+	CaseDisk       = "disk write+fsync of the file"
+	CasePutObject  = "sdk PutObject of the file"
+	CaseGetObject  = "sdk GetObject into a file"
+	CaseCheckIn    = "claimcheck check-in"
+	CaseCheckInEnc = "claimcheck check-in, encrypted"
+	CaseOpen       = "claimcheck verified Open"
+	CaseOpenEnc    = "claimcheck verified Open, encrypted"
+	CaseStream     = "claimcheck OpenStream"
+	CaseStreamEnc  = "claimcheck OpenStream, encrypted"
+)
+
+// StoreCompareConfig configures CompareStore.
+type StoreCompareConfig struct {
+	// StoreURL is a file:// or s3:// store. Default: file://<tmp>/store
+	// with <tmp> a fresh directory under Dir, removed afterwards.
+	StoreURL string
+	// Dir holds the generated source file of each size (and the default
+	// store and spool). Default os.TempDir().
+	Dir string
+	// SpoolDir is claimcheck's Options.SpoolDir. Default <tmp>/spool.
+	SpoolDir string
+	// Sizes in bytes, each > 0. Default DefaultCompareSizes.
+	Sizes []int64
+	// Rounds per size (default 3).
+	Rounds int
+	// Keeper encrypts the encrypted cases. Default: a localsecrets keeper
+	// under a fresh random key.
+	Keeper *secrets.Keeper
+	// Seed selects the generated content.
+	Seed uint64
+	// Log receives a line per measured run.
+	Log io.Writer
+}
+
+// TenantsNote begins the report's note naming the run's tenants (a
+// prefix): each run checks in under tenants of its own.
+const TenantsNote = "tenants: "
+
+// copyBuf is the buffer size of the cases' reads and writes (1 MiB, as a
+// consumer of a large payload would use).
+const copyBuf = 1 << 20
+
+// CompareStore runs claimcheck against the plain references on one store,
+// one group per size, each case reading the same generated file of that
+// size (written once, outside any measurement):
+//
+//   - file://: SHA-256 of the file, and the disk writing it (1 MiB writes
+//     into the store's directory, fsync of the file and its directory); the
+//     check-ins, plain and encrypted, over the slower of the two; verified
+//     Open and OpenStream, read to the end in 1 MiB reads, over SHA-256 of
+//     the file.
+//   - s3://: the AWS SDK alone on a plain client (the store's endpoint,
+//     credentials and HTTP transport, none of claimcheck's middleware and
+//     the SDK's default checksums): PutObject of the file, and GetObject
+//     into a file; the check-ins over PutObject; Open and OpenStream over
+//     GetObject.
+//
+// Every claimcheck case also has its peak RSS checked against LimitPeakRSS
+// (plus, on S3, the part buffers: part size × parts in flight). Objects
+// are deleted after each run; the claim cases read objects checked in once
+// per size under a tenant of their own.
+func CompareStore(ctx context.Context, cfg StoreCompareConfig) (*CompareReport, error) {
+	sizes := cfg.Sizes
+	if len(sizes) == 0 {
+		sizes = DefaultCompareSizes
+	}
+	for _, n := range sizes {
+		if n <= 0 {
+			return nil, fmt.Errorf("bench: size %d: sizes must be positive", n)
+		}
+	}
+	tmp, err := os.MkdirTemp(cfg.Dir, "claimcheck-compare-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if tmp, err = filepath.Abs(tmp); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	storeURL, spoolDir := cfg.StoreURL, cfg.SpoolDir
+	if storeURL == "" {
+		storeURL = "file://" + filepath.ToSlash(filepath.Join(tmp, "store"))
+	}
+	if spoolDir == "" {
+		spoolDir = filepath.Join(tmp, "spool")
+	}
+	keeper := cfg.Keeper
+	if keeper == nil {
+		key, err := localsecrets.NewRandomKey()
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		keeper = localsecrets.NewKeeper(key)
+		defer keeper.Close()
+	}
+	plain, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: spoolDir})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer plain.Close()
+	enc, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: spoolDir, Keeper: keeper})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer enc.Close()
+
+	var run [4]byte
+	if _, err := rand.Read(run[:]); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	// Tenants of this run only: another run on the same bucket checks in
+	// the same bytes under the same content addresses, and would delete
+	// this run's objects.
+	c := &storeCompare{ctx: ctx, plain: plain, enc: enc, dir: tmp, spoolDir: spoolDir, seed: cfg.Seed,
+		tenant: "bench-" + hex.EncodeToString(run[:])}
+	if isS3(storeURL) {
+		if err := c.openSDK(storeURL); err != nil {
+			return nil, err
+		}
+	} else if c.fileRoot, err = fileRoot(storeURL); err != nil {
+		return nil, err
+	}
+	title := "claimcheck bench --compare (file store)"
+	if c.sdk != nil {
+		title = "claimcheck bench --compare (s3 store)"
+	}
+	var groups []Group
+	for _, n := range sizes {
+		groups = append(groups, c.group(n))
+	}
+	rep, err := Compare(ctx, Comparison{Title: title, Rounds: cfg.Rounds, Groups: groups, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("store %s, spool %s", redactURL(storeURL), spoolDir),
+		TenantsNote+c.tenant+"*")
+	rep.Checks = c.memoryChecks(rep, sizes)
+	return rep, nil
+}
+
+type storeCompare struct {
+	ctx        context.Context
+	plain, enc *claimcheck.Store
+	dir        string // source files, the disk reference's copies (s3), downloads
+	spoolDir   string
+	fileRoot   string // file:// stores: the store's directory
+	seed       uint64
+	tenant     string // prefix of this run's tenants
+
+	sdk       *s3.Client // s3:// stores: the plain client
+	bucket    string
+	sdkPrefix string
+}
+
+// fileRoot is a file:// store's directory (OpenStore has checked the URL).
+func fileRoot(storeURL string) (string, error) {
+	u, err := url.Parse(storeURL)
+	if err != nil || u.Scheme != "file" {
+		return "", fmt.Errorf("bench: compare needs a file:// or s3:// store")
+	}
+	return filepath.FromSlash(u.Path), nil
+}
+
+// openSDK makes the plain client of the S3 references: the store client's
+// options (endpoint, region, credentials, HTTP client) without claimcheck's
+// middleware.
+func (c *storeCompare) openSDK(storeURL string) error {
+	var client *s3.Client
+	if !c.plain.Bucket().As(&client) {
+		return fmt.Errorf("bench: the s3:// store exposes no *s3.Client for the SDK reference")
+	}
+	c.sdk = s3.New(client.Options(), func(o *s3.Options) {
+		o.APIOptions = nil
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenSupported
+	})
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		return fmt.Errorf("bench: store URL: %w", err)
+	}
+	c.bucket = u.Host
+	var run [6]byte
+	if _, err := rand.Read(run[:]); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	// Under payloads/, so that a killed run's objects are swept.
+	c.sdkPrefix = claimcheck.PrefixPayloads + c.tenant + "-sdk/" + hex.EncodeToString(run[:]) + "/"
+	return nil
+}
+
+// group is the comparison of one size.
+func (c *storeCompare) group(n int64) Group {
+	src := filepath.Join(c.dir, "source-"+strconv.FormatInt(n, 10))
+	var openPlain, openEnc *claimcheck.Ticket
+	var checkedIn *claimcheck.Ticket
+	g := Group{Name: fmt.Sprintf("%s, %s", c.storeKind(), FormatSize(n))}
+	g.Setup = func(ctx context.Context) error {
+		f, err := os.Create(src)
+		if err != nil {
+			return err
+		}
+		if _, err := io.CopyBuffer(f, stream(c.seed, n), make([]byte, copyBuf)); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if openPlain, err = c.checkInFile(c.plain, c.tenant+"-open", src); err != nil {
+			return err
+		}
+		openEnc, err = c.checkInFile(c.enc, c.tenant+"-open-enc", src)
+		return err
+	}
+	g.Teardown = func(ctx context.Context) {
+		c.delete(c.plain, openPlain)
+		c.delete(c.enc, openEnc)
+		os.Remove(src)
+	}
+	checkIn := func(name string, s *claimcheck.Store, tenant string) Case {
+		return Case{Name: name,
+			Run: func(ctx context.Context) (Sample, error) {
+				t, err := c.checkInFile(s, tenant, src)
+				checkedIn = t
+				if err != nil {
+					return Sample{}, err
+				}
+				if t.Size != n {
+					return Sample{}, fmt.Errorf("ticket size %d, want %d", t.Size, n)
+				}
+				return Sample{Bytes: n}, nil
+			},
+			Cleanup: func(ctx context.Context) error { c.delete(s, checkedIn); checkedIn = nil; return nil },
+		}
+	}
+	claim := func(name string, s *claimcheck.Store, t **claimcheck.Ticket, stream bool) Case {
+		return Case{Name: name, Run: func(ctx context.Context) (Sample, error) {
+			got, err := c.claim(s, *t, stream)
+			if err != nil {
+				return Sample{}, err
+			}
+			if got != n {
+				return Sample{}, fmt.Errorf("read %d bytes, want %d", got, n)
+			}
+			return Sample{Bytes: n}, nil
+		}}
+	}
+	ccCases := []Case{
+		checkIn(CaseCheckIn, c.plain, c.tenant),
+		checkIn(CaseCheckInEnc, c.enc, c.tenant+"-enc"),
+		claim(CaseOpen, c.plain, &openPlain, false),
+		claim(CaseOpenEnc, c.enc, &openEnc, false),
+		claim(CaseStream, c.plain, &openPlain, true),
+		claim(CaseStreamEnc, c.enc, &openEnc, true),
+	}
+	if c.sdk == nil {
+		copyPath := filepath.Join(c.fileRoot, c.tenant+"-disk-reference.tmp")
+		g.Cases = append([]Case{
+			{Name: CaseSHA256, Run: func(ctx context.Context) (Sample, error) {
+				got, err := sha256File(src)
+				return Sample{Bytes: got}, err
+			}},
+			{Name: CaseDisk, Run: func(ctx context.Context) (Sample, error) {
+				got, err := copyFsync(src, copyPath)
+				return Sample{Bytes: got}, err
+			}, Cleanup: func(context.Context) error { return os.Remove(copyPath) }},
+		}, ccCases...)
+		limit := []string{CaseSHA256, CaseDisk}
+		g.Ratios = []RatioSpec{
+			{Name: "check-in / min(sha256, disk)", Subject: CaseCheckIn, References: limit, Metric: MetricMiBPerSec, Goal: GoalFileCheckIn},
+			{Name: "check-in encrypted / min(sha256, disk)", Subject: CaseCheckInEnc, References: limit, Metric: MetricMiBPerSec, Goal: GoalFileCheckIn},
+			{Name: "verified Open / sha256 of the file", Subject: CaseOpen, References: []string{CaseSHA256}, Metric: MetricMiBPerSec, Goal: GoalOpen},
+			{Name: "verified Open encrypted / sha256 of the file", Subject: CaseOpenEnc, References: []string{CaseSHA256}, Metric: MetricMiBPerSec},
+			{Name: "OpenStream / sha256 of the file", Subject: CaseStream, References: []string{CaseSHA256}, Metric: MetricMiBPerSec, Goal: GoalOpenStream},
+			{Name: "OpenStream encrypted / sha256 of the file", Subject: CaseStreamEnc, References: []string{CaseSHA256}, Metric: MetricMiBPerSec},
+		}
+		return g
+	}
+	key := c.sdkPrefix + strconv.FormatInt(n, 10)
+	dl := filepath.Join(c.dir, "download-"+strconv.FormatInt(n, 10))
+	put := func(ctx context.Context) error {
+		f, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = c.sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key), Body: f, ContentLength: aws.Int64(n)})
+		return err
+	}
+	g.Cases = append([]Case{
+		{Name: CasePutObject, Run: func(ctx context.Context) (Sample, error) { return Sample{Bytes: n}, put(ctx) },
+			Cleanup: func(ctx context.Context) error { return c.sdkDelete(ctx, key) }},
+		{Name: CaseGetObject, Prepare: put, Run: func(ctx context.Context) (Sample, error) {
+			got, err := c.getInto(ctx, key, dl)
+			return Sample{Bytes: got}, err
+		}, Cleanup: func(ctx context.Context) error { os.Remove(dl); return c.sdkDelete(ctx, key) }},
+	}, ccCases...)
+	put1, get1 := []string{CasePutObject}, []string{CaseGetObject}
+	g.Ratios = []RatioSpec{
+		{Name: "check-in / sdk PutObject", Subject: CaseCheckIn, References: put1, Metric: MetricMiBPerSec, Goal: GoalS3CheckIn},
+		{Name: "check-in encrypted / sdk PutObject", Subject: CaseCheckInEnc, References: put1, Metric: MetricMiBPerSec},
+		{Name: "verified Open / sdk GetObject into a file", Subject: CaseOpen, References: get1, Metric: MetricMiBPerSec, Goal: GoalOpen},
+		{Name: "verified Open encrypted / sdk GetObject into a file", Subject: CaseOpenEnc, References: get1, Metric: MetricMiBPerSec},
+		{Name: "OpenStream / sdk GetObject into a file", Subject: CaseStream, References: get1, Metric: MetricMiBPerSec, Goal: GoalOpenStream},
+		{Name: "OpenStream encrypted / sdk GetObject into a file", Subject: CaseStreamEnc, References: get1, Metric: MetricMiBPerSec},
+	}
+	return g
+}
+
+func (c *storeCompare) storeKind() string {
+	if c.sdk != nil {
+		return "s3 store"
+	}
+	return "file store"
+}
+
+func (c *storeCompare) checkInFile(s *claimcheck.Store, tenant, src string) (*claimcheck.Ticket, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return s.CheckIn(c.ctx, tenant, f, nil)
+}
+
+func (c *storeCompare) delete(s *claimcheck.Store, t *claimcheck.Ticket) {
+	if t != nil && !t.IsInline() {
+		_ = s.Bucket().Delete(context.WithoutCancel(c.ctx), t.Key)
+	}
+}
+
+// claim claims t and reads it to the end in 1 MiB reads, discarding it:
+// the verification is claimcheck's.
+func (c *storeCompare) claim(s *claimcheck.Store, t *claimcheck.Ticket, stream bool) (n int64, err error) {
+	p, err := s.Claim(t)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := p.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var r io.ReadCloser
+	if stream {
+		r, err = p.OpenStream(c.ctx)
+	} else {
+		r, err = p.Open(c.ctx)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{r}, make([]byte, copyBuf))
+}
+
+// sha256File hashes a file in 1 MiB reads.
+func sha256File(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return io.CopyBuffer(sha256.New(), struct{ io.Reader }{f}, make([]byte, copyBuf))
+}
+
+// copyFsync copies src to dst in 1 MiB writes and fsyncs dst and its
+// directory: the disk's part of a durable check-in.
+func copyFsync(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{in}, make([]byte, copyBuf))
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(dst))
+	}
+	return n, err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// getInto downloads key into the file at path with the plain SDK, as its
+// users do (io.Copy of the body into the file).
+func (c *storeCompare) getInto(ctx context.Context, key, path string) (int64, error) {
+	out, err := c.sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key)})
+	if err != nil {
+		return 0, err
+	}
+	defer out.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, out.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+func (c *storeCompare) sdkDelete(ctx context.Context, key string) error {
+	_, err := c.sdk.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key)})
+	return err
+}
+
+// memoryChecks: every claimcheck case of the largest size under the
+// memory limit.
+func (c *storeCompare) memoryChecks(rep *CompareReport, sizes []int64) []Check {
+	largest := sizes[0]
+	for _, n := range sizes {
+		largest = max(largest, n)
+	}
+	limit := uint64(LimitPeakRSS)
+	name := fmt.Sprintf("peak RSS of every claimcheck case at %s under %s", FormatSize(largest), FormatSize(LimitPeakRSS))
+	if c.sdk != nil {
+		part, conc := s3store.PartSize(c.plain, largest), s3store.UploadConcurrency(c.plain)
+		limit += uint64(part) * uint64(conc)
+		name = fmt.Sprintf("peak RSS of every claimcheck case at %s under %s (%s + %s part × %d in flight)",
+			FormatSize(largest), FormatSize(int64(limit)), FormatSize(LimitPeakRSS), FormatSize(part), conc)
+	}
+	var peak uint64
+	var which string
+	for _, g := range rep.Groups {
+		if g.Name != fmt.Sprintf("%s, %s", c.storeKind(), FormatSize(largest)) {
+			continue
+		}
+		for _, cs := range g.Cases {
+			for _, s := range cs.Samples {
+				if strings.HasPrefix(cs.Name, "claimcheck ") && s.PeakRSS > peak {
+					peak, which = s.PeakRSS, cs.Name
+				}
+			}
+		}
+	}
+	chk := Check{Name: name, ValueMiB: mib(peak), LimitMiB: mib(limit), Status: passFail(peak < limit), Detail: "highest: " + which}
+	if rep.RSSMethod == RSSMethodNone {
+		chk.Status, chk.Detail = "SKIP", "RSS unavailable on this platform"
+	}
+	return []Check{chk}
+}

@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/testenv"
+)
+
+// checkStoreCompare checks a store comparison's shape: every case measured
+// in every round, every ratio computed (positive), the memory check, and
+// the report printed. Figures are not judged: this is no timed test.
+func checkStoreCompare(t *testing.T, rep *CompareReport, sizes []int64, rounds int, refs []string) {
+	t.Helper()
+	if len(rep.Groups) != len(sizes) {
+		t.Fatalf("%d groups, want %d", len(rep.Groups), len(sizes))
+	}
+	wantCases := append(refs, CaseCheckIn, CaseCheckInEnc, CaseOpen, CaseOpenEnc, CaseStream, CaseStreamEnc)
+	for _, g := range rep.Groups {
+		if len(g.Cases) != len(wantCases) || len(g.Load) != rounds {
+			t.Fatalf("%s: %d cases, %d loads", g.Name, len(g.Cases), len(g.Load))
+		}
+		for i, cs := range g.Cases {
+			if cs.Name != wantCases[i] || len(cs.Samples) != rounds {
+				t.Fatalf("%s: case %d is %q with %d samples, want %q", g.Name, i, cs.Name, len(cs.Samples), wantCases[i])
+			}
+			for _, s := range cs.Samples {
+				if s.Seconds <= 0 || s.Bytes <= 0 {
+					t.Fatalf("%s: %s: %+v", g.Name, cs.Name, s)
+				}
+			}
+		}
+		if len(g.Ratios) != 6 {
+			t.Fatalf("%s: %d ratios", g.Name, len(g.Ratios))
+		}
+		for _, q := range g.Ratios {
+			if q.Min <= 0 || len(q.PerRound) != rounds {
+				t.Fatalf("%s: %s: %+v", g.Name, q.Name, q)
+			}
+		}
+	}
+	if len(rep.Checks) != 1 || rep.Checks[0].ValueMiB <= 0 && rep.Checks[0].Status != "SKIP" {
+		t.Fatalf("checks: %+v", rep.Checks)
+	}
+	var out bytes.Buffer
+	if err := rep.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"load average", "check-in", "median", "min–max"} {
+		if !strings.Contains(out.String(), s) {
+			t.Fatalf("report lacks %q:\n%s", s, out.String())
+		}
+	}
+	t.Logf("\n%s", out.String())
+}
+
+// TestCompareStoreFile compares on a real file store at small sizes and
+// leaves nothing behind in it.
+func TestCompareStoreFile(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	sizes := []int64{MiB, 3 * MiB}
+	rep, err := CompareStore(t.Context(), StoreCompareConfig{StoreURL: "file://" + store, Dir: dir, Sizes: sizes, Rounds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStoreCompare(t, rep, sizes, 2, []string{CaseSHA256, CaseDisk})
+	var left []string
+	filepath.WalkDir(store, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Fatalf("files left in the store: %q", left)
+	}
+}
+
+// TestCompareStoreS3 compares on a real S3 server (SeaweedFS) at small
+// sizes (12 MiB: parts) and leaves no object behind.
+func TestCompareStoreS3(t *testing.T) {
+	raw := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "eval \"$(scripts/seaweedfs.sh env)\"")
+	sizes := []int64{MiB, 12 * MiB}
+	rep, err := CompareStore(t.Context(), StoreCompareConfig{StoreURL: raw, Dir: t.TempDir(), Sizes: sizes, Rounds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStoreCompare(t, rep, sizes, 2, []string{CasePutObject, CaseGetObject})
+	s, err := claimcheck.OpenStore(context.Background(), raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var client *s3.Client
+	if !s.Bucket().As(&client) {
+		t.Fatal("no s3 client")
+	}
+	u := strings.TrimPrefix(raw, "s3://")
+	bucket, _, _ := strings.Cut(u, "?")
+	var prefix string
+	for _, n := range rep.Notes {
+		if t, ok := strings.CutPrefix(n, TenantsNote); ok {
+			prefix = claimcheck.PrefixPayloads + strings.TrimSuffix(t, "*")
+		}
+	}
+	if prefix == "" {
+		t.Fatalf("no tenants note in %q", rep.Notes)
+	}
+	out, err := client.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Contents) > 0 {
+		t.Fatalf("%d objects left under the run's tenants (%s*)", len(out.Contents), prefix)
+	}
+}
+
+// BenchmarkCheckInFromFile checks in a file of 256 MiB (written once,
+// outside the timer) per iteration, on a file:// store in a temporary
+// directory and, when CLAIMCHECK_TEST_S3_URL is set, on that S3 store:
+// the benchmark behind the CPU profiles of check-in (go test -cpuprofile).
+// Each object is deleted after its iteration, outside the timer.
+func BenchmarkCheckInFromFile(b *testing.B) {
+	const size = 256 * MiB
+	dir := b.TempDir()
+	src := filepath.Join(dir, "source")
+	f, err := os.Create(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.ReadFrom(Stream(3, size)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	stores := map[string]string{"file": "file://" + filepath.Join(dir, "store")}
+	if raw := os.Getenv("CLAIMCHECK_TEST_S3_URL"); raw != "" {
+		stores["s3"] = raw
+	}
+	for _, name := range []string{"file", "s3"} {
+		raw, ok := stores[name]
+		if !ok {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			b.SetBytes(size)
+			tenant := fmt.Sprintf("bench-profile-%d", time.Now().UnixNano()%1e9) // this run's own keys on a shared bucket
+			for i := 0; i < b.N; i++ {
+				f, err := os.Open(src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t, err := s.CheckIn(ctx, tenant, f, nil)
+				f.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := s.Bucket().Delete(ctx, t.Key); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/claimcheck/claimcheck/internal/bench"
+)
+
+// runCompare is bench --compare: claimcheck against the store's plain
+// references (bench.CompareStore), printed as a table or JSON.
+func (o *benchOptions) runCompare(ctx context.Context, s streams) error {
+	g := o.g
+	data, err := filepath.Abs(g.data)
+	if err != nil {
+		return err
+	}
+	if err := ensureWritable(data); err != nil {
+		return err
+	}
+	rounds := o.rounds
+	if rounds == 1 && !o.roundsSet {
+		rounds = 3
+	}
+	rep, err := bench.CompareStore(ctx, bench.StoreCompareConfig{StoreURL: g.store, Dir: data, Sizes: o.bytes, Rounds: rounds, Log: s.err})
+	if err != nil {
+		return err
+	}
+	if err := printReport(s.out, g.json, rep); err != nil {
+		return err
+	}
+	if !rep.Passed() {
+		return fmt.Errorf("bench --compare: a goal or check was not met (see the table)")
+	}
+	return nil
+}
