@@ -20,12 +20,18 @@ func Require(t testing.TB, env, how string) string {
 	if v != "" {
 		return v
 	}
-	msg := env + " is not set, so the service this test needs is not known: " + how
+	Unavailable(t, env+" is not set, so the service this test needs is not known: "+how)
+	return ""
+}
+
+// Unavailable skips t with msg, saying what the test needs and how to get
+// it, or, when the CI variable is set, fails t with it.
+func Unavailable(t testing.TB, msg string) {
+	t.Helper()
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg + " (CI is set: CI must run every suite, so this is a failure, not a skip)")
 	}
 	t.Skip(msg)
-	return ""
 }
 
 // BigPDF returns the path of dir/big.pdf, the large corpus document the
