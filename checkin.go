@@ -49,6 +49,10 @@ type CheckInOptions struct {
 	Version string
 	// Result stores the payload under the results prefix (results/).
 	Result bool
+	// Offload stores the payload as an object however small, as
+	// Options.AlwaysOffload does for every check-in (a manifest's
+	// documents are always objects: see CheckInManifest).
+	Offload bool
 	// Progress, if set, is called as bytes are read from the payload, with the
 	// running total in bytes.
 	Progress func(n int64)
@@ -79,6 +83,12 @@ type CheckInOptions struct {
 // named key holds other bytes; ErrUnavailable or ErrAccessDenied from the
 // store; the reader's own error, wrapped, if reading r fails.
 func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions) (*Ticket, error) {
+	return s.checkIn(ctx, tenant, r, opts, false)
+}
+
+// checkIn is CheckIn; manifest marks the ticket as a manifest's
+// (CheckInManifest), before it is signed.
+func (s *Store) checkIn(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions, manifest bool) (*Ticket, error) {
 	if opts == nil {
 		opts = &CheckInOptions{}
 	}
@@ -109,7 +119,7 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 		return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w: %w", tenant, ErrUnavailable, err)
 	}
 	var head bytes.Buffer
-	if s.threshold >= 0 && key == "" { // a named payload is always stored under its name
+	if s.threshold >= 0 && key == "" && !opts.Offload { // a named payload is always stored under its name
 		head.Grow(int(min(s.threshold+1, 1<<20))) // one allocation, not doublings
 		if _, err := io.CopyN(&head, src, s.threshold+1); err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("claimcheck: check in tenant=%s: read payload: %w", tenant, err)
@@ -164,7 +174,7 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 			key += "." + kekTag(s.seal.keyID)
 		}
 	}
-	t.Store, t.Key = s.name, key
+	t.Store, t.Key, t.Manifest = s.name, key, manifest
 
 	if opts.BeforeStore != nil {
 		if err := opts.BeforeStore(ctx, t); err != nil {

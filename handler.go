@@ -19,8 +19,15 @@ type Job struct {
 	// Attempt counts from 1.
 	Attempt int
 	// Payload is the claimed payload. Unless the handler is Lazy, it has been
-	// fetched and verified before the handler runs.
+	// fetched and verified before the handler runs. For a job with
+	// attachments and no main payload it is an empty payload (0 bytes).
 	Payload *Payload
+	// Attachments are the job's named documents (a manifest's, see
+	// CheckInManifest), by name; nil for a job without. Unless the
+	// handler is Lazy, each has been fetched and verified before the
+	// handler runs, and a missing one fails the job (ErrPayloadMissing,
+	// naming the attachment) before it does.
+	Attachments map[string]*Payload
 }
 
 // Result is what a handler hands back: a stream checked in under the results
@@ -91,20 +98,31 @@ func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *R
 	if job.Tenant != t.Tenant {
 		return nil, nil, fmt.Errorf("claimcheck: job for tenant %q carries a ticket of %s: %w", job.Tenant, t, ErrTicketInvalid)
 	}
-	p, err := s.Claim(t)
-	if err != nil {
-		return nil, nil, err
-	}
-	job.Payload = p
-	if _, lazy := h.(lazyHandler); !lazy {
-		if err := p.Verify(ctx); err != nil {
-			p.Close()
+	_, lazy := h.(lazyHandler)
+	var p *Payload
+	var atts map[string]*Payload
+	if t.Manifest {
+		// The one place a manifest's documents are claimed, for every
+		// transport: each verified before the handler sees a byte
+		// (docs/invariants.md, invariant 3).
+		if p, atts, err = s.claimManifest(ctx, t, lazy); err != nil {
 			return nil, nil, err
 		}
+	} else {
+		if p, err = s.Claim(t); err != nil {
+			return nil, nil, err
+		}
+		if !lazy {
+			if err := p.Verify(ctx); err != nil {
+				p.Close()
+				return nil, nil, err
+			}
+		}
 	}
+	job.Payload, job.Attachments = p, atts
 	res, err = h.Handle(ctx, job)
 	if err != nil {
-		p.Close()
+		closeAll(p, atts)
 		return nil, nil, fmt.Errorf("claimcheck: handler %s for %s: %w", job.Kind, t, err)
 	}
 	return res, func() {
@@ -113,6 +131,6 @@ func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *R
 				c.Close()
 			}
 		}
-		p.Close()
+		closeAll(p, atts)
 	}, nil
 }

@@ -61,6 +61,11 @@ type Ticket struct {
 	// DEK is the wrapped data key of an encrypted inline payload (base64).
 	// An offloaded payload's wrapped key is in its object's metadata.
 	DEK string `json:"dek,omitempty"`
+	// Manifest marks a ticket whose object is a manifest (manifest.go):
+	// Key, SHA256 and Size are the manifest object's, and the job's
+	// documents are the ones it lists. Never inline; Size at most
+	// MaxManifestBytes.
+	Manifest bool `json:"manifest,omitempty"`
 	// Sig authenticates the ticket: base64url HMAC-SHA256, under a key
 	// derived from the deployment secret, of the ticket encoded without Sig.
 	Sig string `json:"sig,omitempty"`
@@ -166,6 +171,9 @@ func (t *Ticket) validate() error {
 		if t.Store != "" {
 			return invalid("inline ticket names a store")
 		}
+		if t.Manifest {
+			return invalid("a manifest ticket must name its object")
+		}
 		if t.DEK == "" && int64(len(t.Inline)) != t.Size {
 			return invalid("inline payload is %d bytes, size says %d", len(t.Inline), t.Size)
 		}
@@ -176,6 +184,9 @@ func (t *Ticket) validate() error {
 	}
 	if len(t.Inline) != 0 || t.DEK != "" {
 		return invalid("ticket has both a key and inline bytes")
+	}
+	if t.Manifest && t.Size > MaxManifestBytes {
+		return invalid("manifest of %d bytes, more than %d", t.Size, MaxManifestBytes)
 	}
 	if err := validateStoreName(t.Store); err != nil {
 		return invalid("%v", err)
