@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/riverqueue/river"
 
@@ -18,6 +20,9 @@ import (
 const (
 	rolePayload = "payload"
 	roleResult  = "result"
+	// roleAttachment: a document a job's manifest lists (its main payload
+	// or an attachment); the manifest itself is the job's rolePayload.
+	roleAttachment = "attachment"
 )
 
 // execer is satisfied by *sql.DB and *sql.Tx.
@@ -76,6 +81,18 @@ type EnqueueOptions struct {
 	Priority int
 	// CheckIn is passed to the store's CheckIn (content type, named key).
 	CheckIn claimcheck.CheckInOptions
+	// Attachments, if set, are the job's named documents, 1 to
+	// claimcheck.MaxAttachments with names as
+	// claimcheck.ValidateAttachmentNames: each is checked in (streamed,
+	// hashed, sealed) as an object, then a manifest listing them and the
+	// main payload, and the job carries the manifest's ticket (at most
+	// claimcheck.MaxTicketBytes however many there are). The job is
+	// enqueued only once every document is stored, and not at all if one
+	// fails; what was stored by then is deleted, or, if the store cannot
+	// delete it, left as an orphan for the sweeper. The main payload is
+	// optional: Enqueue's r may be nil. Handlers get them as
+	// claimcheck.Job.Attachments, each verified first.
+	Attachments []Attachment
 	// Destinations, if set, sends the ticket to broker destinations through
 	// the transactional outbox instead of to this pipeline's workers: one
 	// outbox entry per destination (fan-out: every subscriber claims the
@@ -91,6 +108,16 @@ type EnqueueOptions struct {
 	// destination whose pending entries are bound to another broker is
 	// refused with ErrDestinationBound before anything is stored.
 	Broker string
+}
+
+// Attachment is one named document of a job (EnqueueOptions.Attachments).
+type Attachment struct {
+	// Name is how the handler asks for it (claimcheck.ValidateAttachmentName).
+	Name string
+	// Body is read to EOF once, streamed into the store.
+	Body io.Reader
+	// ContentType is its media type, optional.
+	ContentType string
 }
 
 // ErrDestinationBound is returned (wrapped, with claimcheck.ErrConfig) by
@@ -123,15 +150,24 @@ type EnqueueResult struct {
 // complete and durable before the transaction begins: a crash in between
 // leaves an orphan object, never a job without its payload.
 //
-// Errors: claimcheck.ErrTicketInvalid for a bad kind, tenant or idempotency
-// key; the check-in's errors (see claimcheck.Store.CheckIn); the database's
-// errors, wrapped.
+// With EnqueueOptions.Attachments, the main payload r (optional, nil for
+// none) and each attachment are checked in first, then their manifest,
+// whose ticket the job carries; the registry rows of all of them are
+// written in the job's transaction.
+//
+// Errors: claimcheck.ErrTicketInvalid for a bad kind, tenant, idempotency
+// key or attachment name; the check-in's errors (see
+// claimcheck.Store.CheckIn), naming the attachment whose check-in failed;
+// the database's errors, wrapped.
 func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader, opts *EnqueueOptions) (*EnqueueResult, error) {
 	if opts == nil {
 		opts = &EnqueueOptions{}
 	}
 	if err := validateEnqueue(kind, opts); err != nil {
 		return nil, err
+	}
+	if r == nil && len(opts.Attachments) == 0 {
+		return nil, fmt.Errorf("pipeline: no payload and no attachments: %w", claimcheck.ErrTicketInvalid)
 	}
 	for _, dest := range opts.Destinations {
 		// Before the check-in, so that a refusal stores nothing; EnqueueTx
@@ -140,34 +176,93 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 			return nil, err
 		}
 	}
-	t, err := p.CheckIn(ctx, tenant, r, &opts.CheckIn)
+	var t *claimcheck.Ticket
+	var m *claimcheck.Manifest
+	var err error
+	if len(opts.Attachments) > 0 {
+		t, m, err = p.checkInDocuments(ctx, tenant, r, opts)
+	} else {
+		t, err = p.CheckIn(ctx, tenant, r, &opts.CheckIn)
+	}
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.enqueueChecked(ctx, kind, t, opts)
+	res, err := p.enqueueChecked(ctx, kind, t, m, opts)
 	if err != nil {
-		// Leave nothing behind: the object goes unless something else
-		// holds it (a committed registry row, if the commit's error lied).
-		if derr := p.discard(ctx, t); derr != nil {
-			p.logger.Warn("pipeline: could not delete the object of a failed enqueue; a sweep removes it", "ticket", t.String(), "error", derr)
-		}
+		// Leave nothing behind: the objects go unless something else
+		// holds them (a committed registry row, if the commit's error lied).
+		p.discardAll(ctx, "a failed enqueue", t, m)
 		return nil, err
 	}
 	if res.Duplicate && res.Ticket.Key != t.Key {
 		// The first job's payload is elsewhere (inline, or another key):
-		// the object this check-in stored is nobody's.
-		_ = p.discard(ctx, t)
+		// the objects this check-in stored are nobody's (those the first
+		// job holds too are kept).
+		p.discardAll(ctx, "", t, m)
 	}
 	return res, nil
 }
 
-func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
+// checkInDocuments checks in the main payload r (if not nil) and each of
+// opts.Attachments, in order, then their manifest, and returns the
+// manifest's ticket. If one fails, what was checked in before is
+// discarded (left as an orphan for a sweep when the store cannot delete
+// it) and the error names the document.
+func (p *Pipeline) checkInDocuments(ctx context.Context, tenant string, r io.Reader, opts *EnqueueOptions) (*claimcheck.Ticket, *claimcheck.Manifest, error) {
+	m := &claimcheck.Manifest{Version: claimcheck.ManifestVersion}
+	fail := func(err error) (*claimcheck.Ticket, *claimcheck.Manifest, error) {
+		p.discardAll(ctx, "a failed check-in of attachments", nil, m)
+		return nil, nil, err
+	}
+	if r != nil {
+		o := opts.CheckIn
+		o.Offload = true
+		t, err := p.CheckIn(ctx, tenant, r, &o)
+		if err != nil {
+			return fail(fmt.Errorf("pipeline: check in the main payload: %w", err))
+		}
+		m.Payload = t
+	}
+	for i, a := range opts.Attachments {
+		t, err := p.CheckIn(ctx, tenant, a.Body, &claimcheck.CheckInOptions{ContentType: a.ContentType, Offload: true})
+		if err != nil {
+			return fail(fmt.Errorf("pipeline: check in attachment %q (%d of %d): %w", a.Name, i+1, len(opts.Attachments), err))
+		}
+		m.Attachments = append(m.Attachments, claimcheck.Attachment{Name: a.Name, Ticket: t})
+	}
+	t, err := p.CheckInManifest(ctx, tenant, m)
+	if err != nil {
+		return fail(fmt.Errorf("pipeline: check in the manifest of %d attachments: %w", len(m.Attachments), err))
+	}
+	return t, m, nil
+}
+
+// discardAll discards (discard) t's object, if t is not nil, and those of
+// every document m lists, if m is not nil, best effort: an object it
+// cannot delete is an orphan a sweep removes, and what names the failed
+// step for the warning ("" for none).
+func (p *Pipeline) discardAll(ctx context.Context, what string, t *claimcheck.Ticket, m *claimcheck.Manifest) {
+	var ts []*claimcheck.Ticket
+	if t != nil {
+		ts = append(ts, t)
+	}
+	if m != nil {
+		ts = append(ts, m.Tickets()...)
+	}
+	for _, t := range ts {
+		if err := p.discard(ctx, t); err != nil && what != "" {
+			p.logger.Warn("pipeline: could not delete the object of "+what+"; a sweep removes it", "ticket", t.String(), "error", err)
+		}
+	}
+}
+
+func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, opts *EnqueueOptions) (*EnqueueResult, error) {
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: begin: %w", err)
 	}
 	defer tx.Rollback()
-	res, err := p.EnqueueTx(ctx, tx, kind, t, opts)
+	res, err := p.enqueueTx(ctx, tx, kind, t, m, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +281,20 @@ func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimchec
 // sweep reclaimed after its grace period) is enqueued only if its object
 // still exists, checked under the key's lock held until tx ends.
 //
-// Errors as for Enqueue, and claimcheck.ErrPayloadMissing when t's object
-// is gone; ErrIdempotencyConflict leaves tx to be rolled back.
+// A manifest's ticket (CheckInManifest) is read back from the store
+// (ReadManifest) so that each document it lists gets its registry row
+// too; opts.Attachments is for Enqueue and ignored here.
+//
+// Errors as for Enqueue, and claimcheck.ErrPayloadMissing when t's object,
+// or one its manifest lists, is gone; ErrIdempotencyConflict leaves tx to
+// be rolled back.
 func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
+	return p.enqueueTx(ctx, tx, kind, t, nil, opts)
+}
+
+// enqueueTx is EnqueueTx with t's manifest m when the caller has it (nil:
+// read it from the store if t is a manifest's).
+func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, opts *EnqueueOptions) (*EnqueueResult, error) {
 	if opts == nil {
 		opts = &EnqueueOptions{}
 	}
@@ -199,15 +305,29 @@ func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	if err != nil {
 		return nil, err
 	}
-	if err := p.anchor(ctx, tx, t, "enqueue"); err != nil {
-		return nil, err
+	if t.Manifest && m == nil {
+		if m, err = p.store.ReadManifest(ctx, t); err != nil {
+			return nil, fmt.Errorf("pipeline: enqueue %s: %w", t, err)
+		}
+	}
+	anchored := []*claimcheck.Ticket{t}
+	if m != nil {
+		anchored = append(anchored, m.Tickets()...)
+		// One key order for every transaction that locks several keys,
+		// so that two enqueues sharing documents cannot deadlock.
+		slices.SortFunc(anchored, func(a, b *claimcheck.Ticket) int { return strings.Compare(a.Key, b.Key) })
+	}
+	for _, a := range anchored {
+		if err := p.anchor(ctx, tx, a, "enqueue"); err != nil {
+			return nil, err
+		}
 	}
 	if len(opts.Destinations) == 0 {
-		return p.insert(ctx, tx, kind, t, enc, opts, "")
+		return p.insert(ctx, tx, kind, t, m, enc, opts, "")
 	}
 	var first *EnqueueResult
 	for _, dest := range opts.Destinations {
-		res, err := p.insert(ctx, tx, kind, t, enc, opts, dest)
+		res, err := p.insert(ctx, tx, kind, t, m, enc, opts, dest)
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +340,7 @@ func (p *Pipeline) EnqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 }
 
 // insert writes one job (dest empty) or outbox entry, and its registry row.
-func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
+func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
 	args := jobArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: enc, Destination: dest}
 	insert := &river.InsertOpts{Queue: kind, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
 	if dest != "" {
@@ -253,7 +373,11 @@ func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claim
 		if res.Ticket, err = claimcheck.ParseTicket(first.Ticket); err != nil {
 			return nil, err
 		}
-		if res.Ticket.SHA256 != t.SHA256 || res.Ticket.Size != t.Size {
+		same, err := p.sameDocuments(ctx, res.Ticket, t, m)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: compare with job %d, which holds idempotency key %q: %w", res.JobID, truncateName(opts.IdempotencyKey), err)
+		}
+		if !same {
 			return nil, fmt.Errorf("pipeline: idempotency-conflict: idempotency key %q (kind %s, tenant %s) belongs to job %d, whose payload is sha256 %s… (%d bytes); this payload is sha256 %s… (%d bytes): not enqueued: %w",
 				truncateName(opts.IdempotencyKey), kind, t.Tenant, res.JobID, prefix12(res.Ticket.SHA256), res.Ticket.Size, prefix12(t.SHA256), t.Size, ErrIdempotencyConflict)
 		}
@@ -263,7 +387,55 @@ func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claim
 	if err := register(ctx, tx, ins.Job.ID, rolePayload, t); err != nil {
 		return nil, err
 	}
+	if m != nil {
+		// A manifest's documents are referenced as long as the job is:
+		// no sweep deletes them (docs/invariants.md, invariant 6).
+		for _, d := range m.Tickets() {
+			if err := register(ctx, tx, ins.Job.ID, roleAttachment, d); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return res, nil
+}
+
+// sameDocuments reports whether first, the ticket of the job holding an
+// idempotency key, carries the same documents as t (with manifest m, nil
+// when t is not a manifest's): the same payload digest and size, or, for
+// manifests (which record check-in times, so never repeat their own
+// digest), the same main payload and the same attachments by name,
+// digest and size, in order. Errors: reading first's manifest.
+func (p *Pipeline) sameDocuments(ctx context.Context, first, t *claimcheck.Ticket, m *claimcheck.Manifest) (bool, error) {
+	if first.Manifest != t.Manifest {
+		return false, nil
+	}
+	if !t.Manifest {
+		return first.SHA256 == t.SHA256 && first.Size == t.Size, nil
+	}
+	if first.SHA256 == t.SHA256 {
+		return true, nil
+	}
+	fm, err := p.store.ReadManifest(ctx, first)
+	if err != nil {
+		return false, err
+	}
+	if m == nil {
+		if m, err = p.store.ReadManifest(ctx, t); err != nil {
+			return false, err
+		}
+	}
+	same := func(a, b *claimcheck.Ticket) bool {
+		return a == nil && b == nil || a != nil && b != nil && a.SHA256 == b.SHA256 && a.Size == b.Size
+	}
+	if !same(fm.Payload, m.Payload) || len(fm.Attachments) != len(m.Attachments) {
+		return false, nil
+	}
+	for i, a := range m.Attachments {
+		if fm.Attachments[i].Name != a.Name || !same(fm.Attachments[i].Ticket, a.Ticket) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // entryMetadata is what an outbox entry records in its River metadata:
@@ -326,6 +498,18 @@ func validateEnqueue(kind string, opts *EnqueueOptions) error {
 	}
 	if len(opts.Broker) > broker.MaxBindingLen {
 		return fmt.Errorf("pipeline: broker binding of %d bytes, at most %d allowed: %w", len(opts.Broker), broker.MaxBindingLen, claimcheck.ErrConfig)
+	}
+	if len(opts.Attachments) > 0 {
+		names := make([]string, len(opts.Attachments))
+		for i, a := range opts.Attachments {
+			if a.Body == nil {
+				return fmt.Errorf("pipeline: attachment %q has no body: %w", a.Name, claimcheck.ErrTicketInvalid)
+			}
+			names[i] = a.Name
+		}
+		if err := claimcheck.ValidateAttachmentNames(names); err != nil {
+			return fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrTicketInvalid)
+		}
 	}
 	if len(opts.Destinations) > MaxDestinations {
 		return fmt.Errorf("pipeline: %d destinations, at most %d allowed: %w", len(opts.Destinations), MaxDestinations, claimcheck.ErrTicketInvalid)

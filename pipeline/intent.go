@@ -32,6 +32,26 @@ import (
 // Errors: Store.CheckIn's; the database's, wrapped with
 // claimcheck.ErrUnavailable, with nothing stored.
 func (p *Pipeline) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	return p.checkInWith(ctx, opts, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+		return p.store.CheckIn(ctx, tenant, r, o)
+	})
+}
+
+// CheckInManifest checks a manifest in for tenant as CheckIn checks a
+// payload in (its intent committed first), with Store().CheckInManifest:
+// check each document m lists in with CheckIn first. EnqueueTx turns the
+// intents of the manifest and of its documents into registry rows.
+//
+// Errors: Store.CheckInManifest's; the database's, as CheckIn.
+func (p *Pipeline) CheckInManifest(ctx context.Context, tenant string, m *claimcheck.Manifest) (*claimcheck.Ticket, error) {
+	return p.checkInWith(ctx, nil, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+		return p.store.CheckInManifest(ctx, tenant, m, o)
+	})
+}
+
+// checkInWith runs checkIn (a store check-in) with opts and a BeforeStore
+// hook that commits the check-in intent first.
+func (p *Pipeline) checkInWith(ctx context.Context, opts *claimcheck.CheckInOptions, checkIn func(*claimcheck.CheckInOptions) (*claimcheck.Ticket, error)) (*claimcheck.Ticket, error) {
 	var o claimcheck.CheckInOptions
 	if opts != nil {
 		o = *opts
@@ -50,7 +70,7 @@ func (p *Pipeline) CheckIn(ctx context.Context, tenant string, r io.Reader, opts
 		recorded = true
 		return nil
 	}
-	t, err := p.store.CheckIn(ctx, tenant, r, &o)
+	t, err := checkIn(&o)
 	if err != nil && recorded {
 		// Nothing to protect: the check-in left no object of its own (a
 		// failed check-in leaves none at its key).

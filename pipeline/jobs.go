@@ -329,10 +329,12 @@ var ErrPayloadGone = errors.New("payload expired or deleted: nothing to replay")
 
 // Replay sends a dead letter back to its queue to be worked again now,
 // after checking that its payload object still exists (an inline payload
-// always does).
+// always does), and, for a job with attachments, every document its
+// manifest lists.
 // Errors: ErrJobNotFound; ErrNotDead for a job in any other state;
 // ErrPayloadGone (with claimcheck.ErrPayloadMissing) when the payload
-// object is gone; the store's errors when it cannot tell.
+// object, or a document of a job with attachments, is gone (then an
+// *AttachmentGoneError, naming it); the store's errors when it cannot tell.
 func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 	j, err := p.Get(ctx, id)
 	if err != nil {
@@ -349,12 +351,78 @@ func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 		if !info.Exists {
 			return nil, fmt.Errorf("pipeline: replay job %d (%s): %w: %w", id, t, ErrPayloadGone, claimcheck.ErrPayloadMissing)
 		}
+		if t.Manifest {
+			if err := p.documentsExist(ctx, id, t); err != nil {
+				return nil, err
+			}
+		}
 	}
 	row, err := p.client.JobRetry(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: replay job %d: %w", id, err)
 	}
 	return jobInfo(row)
+}
+
+// documentsExist checks that every document t's manifest lists still
+// exists: ErrPayloadGone, naming the first missing one (by name, never
+// key), when one does not.
+func (p *Pipeline) documentsExist(ctx context.Context, id int64, t *claimcheck.Ticket) error {
+	m, err := p.store.ReadManifest(ctx, t)
+	if err != nil {
+		return fmt.Errorf("pipeline: replay job %d: read its manifest: %w", id, err)
+	}
+	check := func(name string, d *claimcheck.Ticket) error {
+		info, err := p.store.Stat(ctx, d)
+		if err != nil {
+			return fmt.Errorf("pipeline: replay job %d: check its %s: %w", id, documentName(name), err)
+		}
+		if !info.Exists {
+			return &AttachmentGoneError{JobID: id, Name: name, ticket: d.String()}
+		}
+		return nil
+	}
+	if m.Payload != nil {
+		if err := check("", m.Payload); err != nil {
+			return err
+		}
+	}
+	for _, a := range m.Attachments {
+		if err := check(a.Name, a.Ticket); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AttachmentGoneError is Replay's refusal of a job with attachments one of
+// whose documents is gone; errors.Is matches it with ErrPayloadGone and
+// claimcheck.ErrPayloadMissing. Its message names the document, never its
+// key.
+type AttachmentGoneError struct {
+	// JobID is the dead letter's id.
+	JobID int64
+	// Name is the missing attachment's name, "" for the job's main payload.
+	Name   string
+	ticket string // the document's redacted identity (Ticket.String)
+}
+
+func (e *AttachmentGoneError) Error() string {
+	return fmt.Sprintf("pipeline: replay job %d: its %s (%s) is gone: %v: %v", e.JobID, documentName(e.Name), e.ticket, ErrPayloadGone, claimcheck.ErrPayloadMissing)
+}
+
+// Unwrap gives ErrPayloadGone and claimcheck.ErrPayloadMissing.
+func (e *AttachmentGoneError) Unwrap() []error {
+	return []error{ErrPayloadGone, claimcheck.ErrPayloadMissing}
+}
+
+// documentName names a document of a manifest for messages: `attachment
+// "NAME"`, or "main payload" for "".
+func documentName(name string) string {
+	if name == "" {
+		return "main payload"
+	}
+	return fmt.Sprintf("attachment %q", name)
 }
 
 // OpenResult returns the verified bytes of a job's result (see
