@@ -156,6 +156,33 @@ func (v *verifier) enqueue(ctx context.Context, size int64) (*pipeline.EnqueueRe
 	return res, nil
 }
 
+// attachmentProbeSize is the size of each attachment of the uniform
+// check's attachment probe, in bytes (attachments are objects however
+// small).
+const attachmentProbeSize = 1 << 10
+
+// enqueueAttachments enqueues a probe job of claimcheck.MaxAttachments
+// attachments of attachmentProbeSize bytes and a main payload of size.
+func (v *verifier) enqueueAttachments(ctx context.Context, size int64) (*pipeline.EnqueueResult, error) {
+	atts := make([]pipeline.Attachment, claimcheck.MaxAttachments)
+	for i := range atts {
+		atts[i] = pipeline.Attachment{Name: fmt.Sprintf("probe-%02d.bin", i+1), Body: probeReader(attachmentProbeSize), ContentType: "application/octet-stream"}
+	}
+	res, err := v.p.Enqueue(ctx, v.o.Kind, v.o.Tenant, probeReader(size), &pipeline.EnqueueOptions{
+		MaxAttempts: 1, CheckIn: claimcheck.CheckInOptions{ContentType: "application/octet-stream"}, Attachments: atts})
+	if err != nil {
+		return nil, err
+	}
+	v.jobs = append(v.jobs, res.JobID)
+	v.objects = append(v.objects, res.Ticket.Key)
+	if m, err := v.st.ReadManifest(ctx, res.Ticket); err == nil {
+		for _, t := range m.Tickets() {
+			v.objects = append(v.objects, t.Key)
+		}
+	}
+	return res, nil
+}
+
 // enqueueAged is enqueue with the ticket's creation time moved age into
 // the past.
 func (v *verifier) enqueueAged(ctx context.Context, size int64, age time.Duration) (*pipeline.EnqueueResult, error) {
@@ -206,7 +233,23 @@ func (v *verifier) uniform(ctx context.Context) {
 		}
 		probes = append(probes, probe{size: size, ticket: j.TicketBytes, args: j.ArgsBytes, inline: j.Inline})
 	}
+	// A job of the most attachments a job may carry: its ticket (its
+	// manifest's) is held to the same budget.
+	res, err := v.enqueueAttachments(ctx, v.o.ProbeSizes[0])
+	if err != nil {
+		v.rep.add(CheckUniform, StatusFail, "cannot enqueue a probe with %d attachments: %s", claimcheck.MaxAttachments, classText(err))
+		return
+	}
+	aj, err := v.p.Get(ctx, res.JobID)
+	if err != nil {
+		v.rep.add(CheckUniform, StatusFail, "cannot read back probe job %d: %s", res.JobID, errText(err))
+		return
+	}
 	var problems, sizes []string
+	if aj.TicketBytes > claimcheck.MaxTicketBytes {
+		problems = append(problems, fmt.Sprintf("the probe with %d attachments has a ticket of %d bytes, above the %d-byte budget", claimcheck.MaxAttachments, aj.TicketBytes, claimcheck.MaxTicketBytes))
+	}
+	minArgsAll, maxArgsAll := aj.ArgsBytes, aj.ArgsBytes
 	minArgs, maxArgs := probes[0].args, probes[0].args
 	for _, pr := range probes {
 		minArgs, maxArgs = min(minArgs, pr.args), max(maxArgs, pr.args)
@@ -219,6 +262,8 @@ func (v *verifier) uniform(ctx context.Context) {
 			problems = append(problems, fmt.Sprintf("the %s probe's ticket is %d bytes, above the %d-byte budget", bytesText(pr.size), pr.ticket, claimcheck.MaxTicketBytes))
 		}
 	}
+	minArgs, maxArgs = min(minArgs, minArgsAll), max(maxArgs, maxArgsAll)
+	sizes = append(sizes, fmt.Sprintf("%s + %d attachments → %d", bytesText(v.o.ProbeSizes[0]), claimcheck.MaxAttachments, aj.TicketBytes))
 	if maxArgs-minArgs > MaxTicketSpread {
 		problems = append(problems, fmt.Sprintf("job arguments range from %d to %d bytes, more than %d apart", minArgs, maxArgs, MaxTicketSpread))
 	}
@@ -361,6 +406,27 @@ func (v *verifier) oldestDead(ctx context.Context) {
 		v.rep.add(CheckOldestDead, StatusFail, "%s: its payload is gone (expired or deleted), so it cannot be replayed: the store's expiry must outlive the dead-letter retention (%s); see claimcheck doctor", who, keep)
 		return
 	}
+	docs := ""
+	if t.Manifest {
+		// Replayable only if every document its manifest lists is there.
+		m, err := v.st.ReadManifest(ctx, t)
+		if err != nil {
+			v.rep.add(CheckOldestDead, StatusFail, "%s: its manifest cannot be read: %s", who, classText(err))
+			return
+		}
+		for _, a := range m.Attachments {
+			ai, err := v.st.Stat(ctx, a.Ticket)
+			switch {
+			case err != nil:
+				v.rep.add(CheckOldestDead, StatusFail, "%s: cannot look its attachment %q up: %s", who, a.Name, classText(err))
+				return
+			case !ai.Exists:
+				v.rep.add(CheckOldestDead, StatusFail, "%s: its attachment %q is gone (expired or deleted), so it cannot be replayed: the store's expiry must outlive the dead-letter retention (%s); see claimcheck doctor", who, a.Name, keep)
+				return
+			}
+		}
+		docs = fmt.Sprintf(" with its %s", plural(len(m.Attachments), "attachment"))
+	}
 	pl, err := v.st.Claim(t)
 	if err == nil {
 		var r io.ReadCloser
@@ -377,8 +443,8 @@ func (v *verifier) oldestDead(ctx context.Context) {
 		v.rep.add(CheckOldestDead, StatusFail, "%s: its payload exists but cannot be read: %s", who, classText(err))
 		return
 	}
-	v.rep.add(CheckOldestDead, StatusPass, "%s: its %s payload is present (written %s ago) and readable; dead letters are kept %s",
-		who, bytesText(t.Size), claimcheck.FormatDuration(time.Since(info.ModTime).Truncate(time.Minute)), keep)
+	v.rep.add(CheckOldestDead, StatusPass, "%s: its %s payload%s is present (written %s ago) and readable; dead letters are kept %s",
+		who, bytesText(t.Size), docs, claimcheck.FormatDuration(time.Since(info.ModTime).Truncate(time.Minute)), keep)
 }
 
 // orphan is check (d).
