@@ -74,7 +74,12 @@ func (o *deadReplayOptions) runIn(ctx context.Context, s streams, e *env) error 
 				return err
 			}
 			refused = append(refused, fmt.Sprintf("job %d: %s", id, claimcheck.Reason(err)))
-			fmt.Fprintf(s.err, "job %d refused: payload expired or deleted: nothing to replay\n", id)
+			note := ""
+			var gone *pipeline.AttachmentGoneError
+			if errors.As(err, &gone) && gone.Name != "" {
+				note = fmt.Sprintf(" (its attachment %q is gone)", gone.Name)
+			}
+			fmt.Fprintf(s.err, "job %d refused: payload expired or deleted: nothing to replay%s\n", id, note)
 			continue
 		}
 		replayed = append(replayed, j)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +25,9 @@ const exitDataErr = 65
 
 // execHandler runs argv for each job: the verified payload on its standard
 // input, its standard output spooled to a temporary file (memory stays
-// constant) and checked in as the result once it exits 0.
+// constant) and checked in as the result once it exits 0. A job's
+// attachments, verified, are files named after them in a directory of
+// their own, CLAIMCHECK_ATTACHMENTS_DIR, removed once the command exits.
 func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Handler {
 	return claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
 		in, err := job.Payload.Open(ctx)
@@ -32,6 +35,16 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 			return nil, err
 		}
 		defer in.Close()
+		env := []string{"CLAIMCHECK_JOB_ID=" + job.ID, "CLAIMCHECK_KIND=" + job.Kind,
+			"CLAIMCHECK_TENANT=" + job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt)}
+		if len(job.Attachments) > 0 {
+			dir, err := attachmentsDir(ctx, spoolDir, job.Attachments)
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(dir)
+			env = append(env, "CLAIMCHECK_ATTACHMENTS_DIR="+dir)
+		}
 		out, err := os.CreateTemp(spoolDir, "claimcheck-exec-*")
 		if err != nil {
 			return nil, fmt.Errorf("exec: spool output: %v", unwrapPath(err))
@@ -45,8 +58,7 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		cmd.WaitDelay = 5 * time.Second
 		tail := &tailWriter{max: stderrTail}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, io.MultiWriter(stderr, tail)
-		cmd.Env = append(handlerEnv(), "CLAIMCHECK_JOB_ID="+job.ID, "CLAIMCHECK_KIND="+job.Kind,
-			"CLAIMCHECK_TENANT="+job.Tenant, fmt.Sprintf("CLAIMCHECK_ATTEMPT=%d", job.Attempt))
+		cmd.Env = append(handlerEnv(), env...)
 		if err := runGuarded(cmd); err != nil {
 			out.Close()
 			var ee *exec.ExitError
@@ -62,6 +74,49 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		// The worker rewinds it to retry a check-in, and closes it.
 		return &claimcheck.Result{Body: out, ContentType: "application/octet-stream"}, nil
 	})
+}
+
+// attachmentsDir makes a directory (mode 0700) under spoolDir holding
+// each attachment's verified bytes in a file named after it (mode 0600;
+// names are plain file names, claimcheck.ValidateAttachmentName). The
+// caller removes it. Errors: a claim's (the attachment named), or the
+// disk's.
+func attachmentsDir(ctx context.Context, spoolDir string, atts map[string]*claimcheck.Payload) (dir string, err error) {
+	dir, err = os.MkdirTemp(spoolDir, "claimcheck-attachments-*")
+	if err != nil {
+		return "", fmt.Errorf("exec: attachments directory: %v: %w", unwrapPath(err), claimcheck.ErrUnavailable)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	for name, p := range atts {
+		if err := writeAttachment(ctx, filepath.Join(dir, name), p); err != nil {
+			return "", fmt.Errorf("exec: attachment %q: %w", name, err)
+		}
+	}
+	return dir, nil
+}
+
+func writeAttachment(ctx context.Context, path string, p *claimcheck.Payload) error {
+	r, err := p.Open(ctx) // verified bytes only
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("%v: %w", unwrapPath(err), claimcheck.ErrUnavailable)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("write: %v: %w", unwrapPath(err), claimcheck.ErrUnavailable)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write: %v: %w", unwrapPath(err), claimcheck.ErrUnavailable)
+	}
+	return nil
 }
 
 // stderrTail is how much of a failing --exec command's standard error is

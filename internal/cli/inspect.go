@@ -38,6 +38,19 @@ type inspection struct {
 	Job     *pipeline.JobInfo `json:"job"`
 	Payload *half             `json:"payload,omitempty"`
 	Result  *half             `json:"result,omitempty"`
+	// For a job with attachments, Payload is its manifest's half, Main its
+	// main payload's (none when it has only attachments), Attachments
+	// each attachment's, in order; ManifestError the reason the manifest
+	// could not be read.
+	Main          *half            `json:"main,omitempty"`
+	Attachments   []attachmentHalf `json:"attachments,omitempty"`
+	ManifestError string           `json:"manifest_error,omitempty"`
+}
+
+// attachmentHalf is one attachment of a job as inspect shows it.
+type attachmentHalf struct {
+	Name string `json:"name"`
+	half
 }
 
 func inspectHalf(ctx context.Context, s *claimcheck.Store, storeURL string, t *claimcheck.Ticket, reveal bool) *half {
@@ -111,6 +124,16 @@ func (o *inspectOptions) runIn(ctx context.Context, s streams, e *env) error {
 		return err
 	}
 	in := inspection{Job: j, Payload: inspectHalf(ctx, e.store, g.store, j.Ticket(), o.reveal), Result: inspectHalf(ctx, e.store, g.store, j.ResultTicket(), o.reveal)}
+	if t := j.Ticket(); t != nil && t.Manifest {
+		if m, err := e.store.ReadManifest(ctx, t); err != nil {
+			in.ManifestError = claimcheck.Reason(err)
+		} else {
+			in.Main = inspectHalf(ctx, e.store, g.store, m.Payload, o.reveal)
+			for _, a := range m.Attachments {
+				in.Attachments = append(in.Attachments, attachmentHalf{Name: a.Name, half: *inspectHalf(ctx, e.store, g.store, a.Ticket, o.reveal)})
+			}
+		}
+	}
 	if g.json {
 		return printJSON(s.out, in)
 	}
@@ -122,7 +145,19 @@ func (o *inspectOptions) runIn(ctx context.Context, s streams, e *env) error {
 	if j.Error != "" {
 		fmt.Fprintf(w, "  last error: %s\n", j.Error)
 	}
-	printHalf(w, "payload", in.Payload, j.TicketBytes)
+	if t := j.Ticket(); t != nil && t.Manifest {
+		printHalf(w, "manifest", in.Payload, j.TicketBytes)
+		if in.ManifestError != "" {
+			fmt.Fprintf(w, "attachments: unknown, the manifest is unreadable (%s)\n", in.ManifestError)
+		} else {
+			printHalf(w, "payload", in.Main, 0)
+			for _, a := range in.Attachments {
+				printHalf(w, fmt.Sprintf("attachment %q", a.Name), &a.half, 0)
+			}
+		}
+	} else {
+		printHalf(w, "payload", in.Payload, j.TicketBytes)
+	}
 	printHalf(w, "result", in.Result, 0)
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +28,8 @@ type submitted struct {
 	Size        int64  `json:"size"`
 	SHA256      string `json:"sha256_prefix"`
 	Priority    int    `json:"priority"`
+	// Attachments are the job's attachments' names, in order (--attach).
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // submitOptions are the options of submit.
@@ -34,9 +38,14 @@ type submitOptions struct {
 	kind, tenant, idem, contentType, name, version string
 	allowEmpty, strict                             bool
 	priority                                       int
-	prioritySet                                    bool   // --priority was given
-	file                                           string // FILE or "-"
+	prioritySet                                    bool     // --priority was given
+	file                                           string   // FILE or "-"; "" for none (only with --attach)
+	attach                                         []string // --attach NAME=FILE, as given
+	attachments                                    []attachArg
 }
+
+// attachArg is one --attach NAME=FILE, parsed by Validate.
+type attachArg struct{ name, file string }
 
 // Validate checks the kind, tenant and priority.
 func (o *submitOptions) Validate() error {
@@ -48,6 +57,9 @@ func (o *submitOptions) Validate() error {
 	}
 	if err := claimcheck.ValidateTenant(o.tenant); err != nil {
 		return usagef("--tenant: %v", err)
+	}
+	if err := o.parseAttachments(); err != nil {
+		return err
 	}
 	if !o.prioritySet {
 		return nil
@@ -61,10 +73,50 @@ func (o *submitOptions) Validate() error {
 	return nil
 }
 
+// parseAttachments parses each --attach NAME=FILE: names as
+// claimcheck.ValidateAttachmentNames (unique, no path separators, no ".."),
+// FILE a path (standard input is the main payload's).
+func (o *submitOptions) parseAttachments() error {
+	o.attachments = o.attachments[:0]
+	names := make([]string, 0, len(o.attach))
+	for _, a := range o.attach {
+		name, file, ok := strings.Cut(a, "=")
+		if !ok || file == "" {
+			return usagef("--attach %q: give NAME=FILE", a)
+		}
+		if file == "-" {
+			return usagef("--attach %s=-: standard input is the main payload's (FILE); give an attachment a file", name)
+		}
+		if err := claimcheck.ValidateAttachmentName(name); err != nil {
+			return usagef("--attach: %v", err)
+		}
+		names = append(names, name)
+		o.attachments = append(o.attachments, attachArg{name: name, file: file})
+	}
+	if len(names) > 0 {
+		if err := claimcheck.ValidateAttachmentNames(names); err != nil {
+			return usagef("--attach: %v", err)
+		}
+	}
+	if o.file == "" && len(names) == 0 {
+		return usagef("expected FILE or -, got 0 arguments")
+	}
+	return nil
+}
+
+// submitArgs: FILE or -, which --attach makes optional.
+func submitArgs(cmd *cobra.Command, args []string) error {
+	attach, _ := cmd.Flags().GetStringArray("attach")
+	if len(args) > 1 || len(args) == 0 && len(attach) == 0 {
+		return usagef("expected FILE or -, got %d arguments", len(args))
+	}
+	return nil
+}
+
 func newSubmit(g *globals) *cobra.Command {
 	o := &submitOptions{g: g}
 	c := &cobra.Command{
-		Use:   "submit --kind K --tenant T [--idempotency-key X] [--priority N] FILE|-",
+		Use:   "submit --kind K --tenant T [--idempotency-key X] [--priority N] [--attach NAME=FILE]... [FILE|-]",
 		Short: "Check a payload in and enqueue one job carrying its ticket",
 		Long: `Check a payload in (a file, or standard input with "-") and enqueue one job of
 kind K for tenant T. The payload is stored before the job exists. With an
@@ -81,10 +133,21 @@ everything if it is unreachable, stays in the outbox for relay, work or run
 kind, workers take the highest priority first. With --broker it needs a
 broker queue with priorities (RabbitMQ with max_priority=4 in the URL); SQS
 and NATS JetStream have no message priorities, so --priority is refused there
-(and while the broker is unreachable) with nothing stored.`,
-		Args: exactArgs(1, "FILE or -"),
+(and while the broker is unreachable) with nothing stored.
+
+--attach NAME=FILE (repeatable, up to 32) adds a named document to the job:
+each is checked in like a payload, then a manifest listing them, whose
+ticket the job carries (at most 512 bytes however many there are). The job
+is enqueued only once all are stored, and not at all if one fails. FILE is
+then optional (a job of attachments only). Names are plain file names:
+A-Z, a-z, 0-9, '.', '_', '-', '+', at most 64 bytes, no path separators,
+no "..", not starting with '.', each given once.`,
+		Args: submitArgs,
 		RunE: runE(o, func(cmd *cobra.Command, args []string) {
-			o.file, o.prioritySet = args[0], cmd.Flags().Changed("priority")
+			o.file, o.prioritySet = "", cmd.Flags().Changed("priority")
+			if len(args) > 0 {
+				o.file = args[0]
+			}
 		}),
 	}
 	c.Flags().StringVar(&o.kind, "kind", "", "job kind (required)")
@@ -95,6 +158,7 @@ and NATS JetStream have no message priorities, so --priority is refused there
 	c.Flags().StringVar(&o.version, "version", "", "version of a named payload that legitimately changes")
 	c.Flags().BoolVar(&o.strict, "strict", false, "refuse to start (exit 2) when the bucket's lifecycle expires payloads/ or results/ sooner than claimcheck retention requires (default: a warning on standard error)")
 	c.Flags().BoolVar(&o.allowEmpty, "allow-empty", false, "accept an empty (0-byte) payload")
+	c.Flags().StringArrayVar(&o.attach, "attach", nil, "attach a named document, NAME=FILE (repeatable): the handler gets it by name, an --exec command in $CLAIMCHECK_ATTACHMENTS_DIR/NAME")
 	c.Flags().IntVar(&o.priority, "priority", pipeline.DefaultPriority, "job priority, 1 (highest) to 4 (lowest); with --broker only on a queue with priorities (RabbitMQ max_priority=4)")
 	return c
 }
@@ -105,11 +169,32 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	if o.prioritySet {
 		priority = o.priority
 	}
-	in, ct, closeIn, err := openInput(s.in, o.file)
-	if err != nil {
-		return err
+	var in io.Reader
+	var ct string
+	if o.file != "" {
+		r, t, closeIn, err := openInput(s.in, o.file)
+		if err != nil {
+			return err
+		}
+		defer closeIn()
+		in, ct = r, t
 	}
-	defer closeIn()
+	// Every attachment is opened before anything is stored.
+	var atts []pipeline.Attachment
+	for _, a := range o.attachments {
+		r, t, closeAtt, err := openInput(nil, a.file)
+		if err != nil {
+			return fmt.Errorf("--attach %s: %w", a.name, err)
+		}
+		defer closeAtt()
+		if !o.allowEmpty {
+			if st, err := r.(*os.File).Stat(); err == nil && st.Size() == 0 {
+				return usagef("--attach %s=%s: %v; nothing was stored", a.name, a.file, errEmptyPayload)
+			}
+			r = &nonEmpty{r: r, what: a.file}
+		}
+		atts = append(atts, pipeline.Attachment{Name: a.name, Body: r, ContentType: t})
+	}
 	contentType := o.contentType
 	if contentType == "" {
 		contentType = ct
@@ -122,7 +207,7 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	if err := e.startupChecks(ctx, g, s.err, o.strict); err != nil {
 		return err
 	}
-	if !o.allowEmpty {
+	if !o.allowEmpty && in != nil {
 		in = &nonEmpty{r: in, what: o.file}
 	}
 	var dests []string
@@ -153,6 +238,7 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		Destinations:   dests,
 		Broker:         g.brokerBinding(),
 		Priority:       priority,
+		Attachments:    atts,
 	})
 	if err != nil {
 		return err
@@ -162,6 +248,9 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	}
 	out := submitted{ID: res.JobID, Duplicate: res.Duplicate, Kind: o.kind, Tenant: o.tenant, Inline: res.Ticket.IsInline(),
 		TicketBytes: res.TicketBytes, Size: res.Ticket.Size, SHA256: res.Ticket.DigestPrefix(), Priority: cmp.Or(priority, pipeline.DefaultPriority)}
+	for _, a := range o.attachments {
+		out.Attachments = append(out.Attachments, a.name)
+	}
 	if g.json {
 		return printJSON(s.out, out)
 	}
@@ -169,8 +258,12 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	if out.Duplicate {
 		verb = "already enqueued (idempotency key matched)"
 	}
-	fmt.Fprintf(s.out, "job %d %s: kind=%s tenant=%s priority=%d size=%d sha256=%s… %s ticket=%d bytes\n",
+	fmt.Fprintf(s.out, "job %d %s: kind=%s tenant=%s priority=%d size=%d sha256=%s… %s ticket=%d bytes",
 		out.ID, verb, o.kind, o.tenant, out.Priority, out.Size, out.SHA256, placement(out.Inline), out.TicketBytes)
+	if len(out.Attachments) > 0 {
+		fmt.Fprintf(s.out, " attachments=%s (size and sha256 are the manifest's)", strings.Join(out.Attachments, ","))
+	}
+	fmt.Fprintln(s.out)
 	return nil
 }
 
