@@ -71,6 +71,14 @@ func realTickets(t *testing.T) map[string][]byte {
 		Name: "labels/2026/PO-17.v1", Version: "reissue-2", ContentType: "text/plain; charset=utf-8"}))
 	add("result", plain.checkIn(t, "acme", bash, &claimcheck.CheckInOptions{Result: true, ContentType: "application/pdf"}))
 
+	label := plain.checkIn(t, "acme", bash, pdf)
+	manifest, err := plain.store.CheckInManifest(t.Context(), "acme", &claimcheck.Manifest{
+		Version: claimcheck.ManifestVersion, Attachments: []claimcheck.Attachment{{Name: "label.pdf", Ticket: label}}}, nil)
+	if err != nil {
+		t.Fatalf("CheckInManifest: %v", err)
+	}
+	add("manifest", manifest)
+
 	sealed := setup(t, &claimcheck.Options{Keeper: newKeeper(t)})
 	add("inline-encrypted", sealed.checkIn(t, "acme", pixel, pdf))
 	add("offloaded-encrypted", sealed.checkIn(t, "acme", bash, pdf))
