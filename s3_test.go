@@ -11,7 +11,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"net/url"
@@ -237,13 +239,49 @@ func TestS3ServerRefusesWrongChecksum(t *testing.T) {
 		t.Fatalf("UploadPart with a wrong x-amz-checksum-sha256: %v, want the server to refuse it", err)
 	}
 	t.Logf("UploadPart with a wrong checksum: %s", ae.ErrorCode())
+
+	// CRC32C, the part checksum of check-ins, is verified too: a wrong one
+	// is refused, the right one taken, in one PutObject and in a part.
+	wrongCRC, rightCRC := b64crc32c(append(bytes.Clone(body), 0)), b64crc32c(body)
+	key2 := key + "-crc32c"
+	_, err = b.client.PutObject(b.ctx, &s3.PutObjectInput{Bucket: &b.bucket, Key: &key2, Body: bytes.NewReader(body), ChecksumCRC32C: &wrongCRC})
+	if !errors.As(err, &ae) {
+		t.Fatalf("PutObject with a wrong x-amz-checksum-crc32c: %v, want the server to refuse it", err)
+	}
+	t.Logf("PutObject with a wrong CRC32C: %s (%s)", ae.ErrorCode(), ae.ErrorMessage())
+	if b.exists(t, key2) {
+		t.Fatal("the server stored an object whose CRC32C did not match")
+	}
+	mpu2, err := b.client.CreateMultipartUpload(b.ctx, &s3.CreateMultipartUploadInput{Bucket: &b.bucket, Key: &key2, ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.client.AbortMultipartUpload(context.WithoutCancel(b.ctx), &s3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key2, UploadId: mpu2.UploadId})
+	_, err = b.client.UploadPart(b.ctx, &s3.UploadPartInput{Bucket: &b.bucket, Key: &key2, UploadId: mpu2.UploadId, PartNumber: aws.Int32(1),
+		Body: bytes.NewReader(body), ChecksumCRC32C: &wrongCRC})
+	if !errors.As(err, &ae) {
+		t.Fatalf("UploadPart with a wrong x-amz-checksum-crc32c: %v, want the server to refuse it", err)
+	}
+	t.Logf("UploadPart with a wrong CRC32C: %s (%s)", ae.ErrorCode(), ae.ErrorMessage())
+	if _, err := b.client.UploadPart(b.ctx, &s3.UploadPartInput{Bucket: &b.bucket, Key: &key2, UploadId: mpu2.UploadId, PartNumber: aws.Int32(1),
+		Body: bytes.NewReader(body), ChecksumCRC32C: &rightCRC}); err != nil {
+		t.Fatalf("UploadPart with the right CRC32C: %v", err)
+	}
 }
 
-// TestS3CheckInSendsChecksums shows what put sends: a SHA-256 checksum on
-// every PutObject and UploadPart, the ticket's own digest when the payload
-// goes up in one request unencrypted, If-None-Match: * on the request that
-// creates the object, and parts of 5 MiB; and that the server recorded the
-// checksum it verified.
+// b64crc32c is the base64 CRC32C (Castagnoli) of b, as x-amz-checksum-crc32c carries it.
+func b64crc32c(b []byte) string {
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// TestS3CheckInSendsChecksums shows what put sends: the ticket's own
+// SHA-256 when the payload goes up in one request unencrypted, a CRC32C of
+// the body on every UploadPart and encrypted PutObject, unsigned bodies (no
+// second SHA-256), If-None-Match: * on the request that creates the
+// object, and parts of 5 MiB; and that the server recorded the checksum it
+// verified.
 func TestS3CheckInSendsChecksums(t *testing.T) {
 	t.Parallel()
 	b := setupS3(t, nil)
@@ -267,6 +305,9 @@ func TestS3CheckInSendsChecksums(t *testing.T) {
 	if h.Get("If-None-Match") != "*" {
 		t.Fatalf("PutObject If-None-Match = %q, want *", h.Get("If-None-Match"))
 	}
+	if got := h.Get("X-Amz-Content-Sha256"); got != "UNSIGNED-PAYLOAD" {
+		t.Fatalf("PutObject x-amz-content-sha256 = %q, want UNSIGNED-PAYLOAD (the body's digest is the checksum already)", got)
+	}
 	head, err := b.client.HeadObject(b.ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &tk.Key, ChecksumMode: types.ChecksumModeEnabled})
 	if err != nil {
 		t.Fatal(err)
@@ -281,8 +322,8 @@ func TestS3CheckInSendsChecksums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := rec.ops("CreateMultipartUpload"); len(c) != 1 || c[0].header.Get("X-Amz-Checksum-Algorithm") != "SHA256" {
-		t.Fatalf("CreateMultipartUpload requests: %d, want one with x-amz-checksum-algorithm SHA256", len(c))
+	if c := rec.ops("CreateMultipartUpload"); len(c) != 1 || c[0].header.Get("X-Amz-Checksum-Algorithm") != "CRC32C" {
+		t.Fatalf("CreateMultipartUpload requests: %d, want one with x-amz-checksum-algorithm CRC32C", len(c))
 	}
 	parts := rec.ops("UploadPart")
 	if len(parts) != 3 {
@@ -294,8 +335,11 @@ func TestS3CheckInSendsChecksums(t *testing.T) {
 		if n < 1 || lo >= len(large) {
 			t.Fatalf("part number %q", p.query.Get("partNumber"))
 		}
-		if got := p.header.Get("X-Amz-Checksum-Sha256"); got != b64sha256(large[lo:hi]) {
-			t.Fatalf("part %d: x-amz-checksum-sha256 = %q, want the SHA-256 of bytes %d-%d", n, got, lo, hi)
+		if got := p.header.Get("X-Amz-Checksum-Crc32c"); got != b64crc32c(large[lo:hi]) {
+			t.Fatalf("part %d: x-amz-checksum-crc32c = %q, want the CRC32C of bytes %d-%d", n, got, lo, hi)
+		}
+		if got := p.header.Get("X-Amz-Content-Sha256"); got != "UNSIGNED-PAYLOAD" {
+			t.Fatalf("part %d: x-amz-content-sha256 = %q, want UNSIGNED-PAYLOAD (no second SHA-256 of the body)", n, got)
 		}
 	}
 	if c := rec.ops("CompleteMultipartUpload"); len(c) != 1 || c[0].header.Get("If-None-Match") != "*" {
@@ -322,8 +366,8 @@ func TestS3CheckInSendsChecksums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(puts) != 1 || puts[0].header.Get("X-Amz-Checksum-Sha256") != b64sha256(raw) {
-		t.Fatal("encrypted check-in: want one PutObject carrying the SHA-256 of the ciphertext stored")
+	if len(puts) != 1 || puts[0].header.Get("X-Amz-Checksum-Crc32c") != b64crc32c(raw) {
+		t.Fatal("encrypted check-in: want one PutObject carrying the CRC32C of the ciphertext stored")
 	}
 }
 

@@ -25,7 +25,7 @@ func (r *Report) Write(w io.Writer) error {
 			FormatSize(r.S3PartBytes), r.S3Concurrency, FormatSize(LimitPeakRSS), FormatSize(r.S3PartBytes*int64(r.S3Concurrency)))
 	}
 	if len(r.SDKRatios) > 0 {
-		fmt.Fprintf(ew, "sdk: the AWS SDK alone on the same client: transfer manager upload (same part size, concurrency, SHA-256 checksums), GetObject to io.Discard; its rows check sizes only\n")
+		fmt.Fprintf(ew, "sdk: the AWS SDK alone on the same client: transfer manager upload (same part size, concurrency, CRC32C checksums), GetObject to io.Discard; its rows check sizes only\n")
 	}
 	fmt.Fprintln(ew)
 

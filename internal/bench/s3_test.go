@@ -28,8 +28,8 @@ func TestRunS3(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if rep.S3PartBytes != 5*MiB || rep.S3Concurrency != 1 {
-		t.Fatalf("S3PartBytes %d, S3Concurrency %d; want 5 MiB and 1 (the defaults)", rep.S3PartBytes, rep.S3Concurrency)
+	if rep.S3PartBytes != 5*MiB || rep.S3Concurrency != 2 {
+		t.Fatalf("S3PartBytes %d, S3Concurrency %d; want 5 MiB and 2 (the defaults)", rep.S3PartBytes, rep.S3Concurrency)
 	}
 	type key struct {
 		size           int64
@@ -73,8 +73,8 @@ func TestRunS3(t *testing.T) {
 			t.Errorf("ratio %+v: want %s against %s, %v", c, c.Phase, sdkPhase[c.Phase], r.MiBPerSec/s.MiBPerSec)
 		}
 	}
-	wantLimit := "plain: peak RSS for 12 MiB under 69 MiB (64 MiB + 5 MiB part × 1)"
-	if rep.Checks[0].Name != wantLimit || rep.Checks[0].LimitMiB != 69 {
+	wantLimit := "plain: peak RSS for 12 MiB under 74 MiB (64 MiB + 5 MiB part × 2)"
+	if rep.Checks[0].Name != wantLimit || rep.Checks[0].LimitMiB != 74 {
 		t.Errorf("first check %q (limit %v MiB), want %q", rep.Checks[0].Name, rep.Checks[0].LimitMiB, wantLimit)
 	}
 	var out bytes.Buffer
@@ -82,7 +82,7 @@ func TestRunS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("report:\n%s", out.String())
-	for _, s := range []string{"claimcheck/sdk", "sdk phase", "upload", "download", "peak RSS 12 MiB sdk (upload, download)", "s3: parts of 5 MiB, 1 in flight"} {
+	for _, s := range []string{"claimcheck/sdk", "sdk phase", "upload", "download", "peak RSS 12 MiB sdk (upload, download)", "s3: parts of 5 MiB, 2 in flight"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("report lacks %q", s)
 		}

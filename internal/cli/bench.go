@@ -63,7 +63,7 @@ written is removed afterwards.
 On an s3:// store the limit is 64 MiB plus the upload's part buffers (part
 size × parts in flight), and the same run also moves the same bytes with the
 AWS SDK alone, on the store's own client: a transfer-manager upload with the
-same part size, concurrency and SHA-256 checksums, and a GetObject streamed
+same part size, concurrency and CRC32C checksums, and a GetObject streamed
 to io.Discard (under payloads/<tenant>-sdk/, deleted afterwards).
 claimcheck's throughput is printed as a share of the SDK's, per phase:
 check-in against the upload, open and stream against the download

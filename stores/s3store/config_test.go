@@ -24,7 +24,7 @@ func TestS3UploadFromURL(t *testing.T) {
 	if got := h.partSize(100 << 30); got <= 8<<20 {
 		t.Errorf("part size for 100 GiB: %d, want more than 8 MiB (10,000-part limit)", got)
 	}
-	if got := (&hooks{}).concurrency(); got != 1 {
+	if got := (&hooks{}).concurrency(); got != 2 {
 		t.Errorf("default concurrency %d", got)
 	}
 	for _, bad := range []string{"part_size=1MiB", "part_size=6GiB", "part_size=x", "upload_concurrency=0", "upload_concurrency=17", "upload_concurrency=two"} {

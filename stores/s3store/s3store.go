@@ -25,23 +25,28 @@
 //
 // What claimcheck adds over a plain s3blob bucket:
 //
-//   - Every upload request carries a SHA-256 checksum the server verifies
-//     before it stores anything (x-amz-checksum-sha256 on PutObject and on
-//     each UploadPart; a header, or over TLS, where the SDK computes it as
-//     it streams, an aws-chunked trailer): bytes corrupted between the spool and the server are refused
-//     (BadDigest), not stored. A payload stored in one request and not
-//     encrypted carries the ticket's own digest, so the server checks the
-//     bytes against the ticket; otherwise the SDK hashes each request's body
-//     as it sends it. A multipart object's stored checksum is then a
-//     checksum of its parts' checksums ("...-N"), not the payload's: the
-//     ticket's digest, verified at every claim, remains the end-to-end check.
+//   - Every upload request carries a checksum the server verifies before it
+//     stores anything: bytes corrupted between the spool and the server
+//     are refused (BadDigest), not stored. A payload stored in one request
+//     and not encrypted carries the ticket's own SHA-256
+//     (x-amz-checksum-sha256), so the server checks the bytes against the
+//     ticket; every other request (each UploadPart, an encrypted PutObject)
+//     a CRC32C of its body (x-amz-checksum-crc32c), which the SDK computes
+//     as it sends (a header, or over TLS an aws-chunked trailer): a cheap
+//     check against transmission errors where the payload's SHA-256, already
+//     computed by the check-in and verified by every claim, protects the
+//     bytes end to end. For the same reason upload bodies are not signed
+//     (UNSIGNED-PAYLOAD, unsignedUploads): no SHA-256 of each body for
+//     SigV4 over plain HTTP. A multipart object's stored checksum is then a
+//     checksum of its parts' checksums ("...-N"), not the payload's.
 //     ETags are never read as hashes.
 //   - Objects are created with If-None-Match: * (blob.WriterOptions.IfNotExist),
 //     on PutObject and CompleteMultipartUpload, so two check-ins racing for a
 //     key cannot both commit.
 //   - Large payloads go up in parts of s3PartSize (5 MiB, S3's minimum, until
-//     the 10,000-part limit needs more), s3UploadConcurrency at a time: memory
-//     per check-in is about (s3UploadConcurrency+2) parts whatever the size.
+//     the 10,000-part limit needs more), s3UploadConcurrency at a time (the
+//     next part read from the spool while the others upload): memory per
+//     check-in is about (s3UploadConcurrency+2) parts whatever the size.
 //   - A failed or cancelled multipart upload is aborted with a fresh context
 //     (s3AbortTimeout), so it leaves no incomplete upload behind.
 //   - Every connection is bounded in time (claimcheck.NetBoundsFromURL): connect_timeout=D
@@ -89,6 +94,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
@@ -122,7 +128,15 @@ func (driver) OpenBucket(ctx context.Context, u *url.URL) (*blob.Bucket, claimch
 	if err != nil {
 		return nil, nil, err
 	}
-	return b, &hooks{bucket: b, name: u.Host, up: up}, nil
+	h := &hooks{bucket: b, name: u.Host, up: up}
+	var c *s3.Client
+	if b.As(&c) {
+		// Made now, before the client is used: s3.New writes into the
+		// options' shared credentials provider (a data race with requests
+		// in flight on the original client).
+		h.upClient = newUploadClient(c)
+	}
+	return b, h, nil
 }
 
 // Hooks serves any s3blob bucket (one given to claimcheck.NewStore) with
@@ -132,7 +146,7 @@ func (driver) Hooks(b *blob.Bucket) claimcheck.StoreHooks {
 	if !b.As(&c) {
 		return nil
 	}
-	return &hooks{bucket: b}
+	return &hooks{bucket: b, upClient: newUploadClient(c)}
 }
 
 // hooks are the claimcheck.StoreHooks of one s3blob bucket.
@@ -140,15 +154,17 @@ type hooks struct {
 	bucket *blob.Bucket
 	name   string // the bucket's name, for calls s3blob does not make; "" for a bucket given to NewStore
 	up     s3Upload
+
+	upClient *s3.Client // check-ins' uploads (uploadClient); nil: the bucket's client
 }
 
 const (
 	s3MinPartSize = 5 << 20 // S3's minimum part size, but for the last part
 	s3MaxParts    = 10000
-	// One part in flight while the next is read. Against SeaweedFS on
-	// this 2-core machine, 1, 2 and 4 upload at the same 55-75 MiB/s, with
-	// a 1 GiB check-in peaking at 60, 68 and 81 MiB of RSS.
-	s3UploadConcurrency = 1
+	// Two parts in flight while the next is read from the spool: the
+	// client is not idle while a part's request is answered (one at a
+	// time left it busy about a quarter of the time).
+	s3UploadConcurrency = 2
 	s3AbortTimeout      = 30 * time.Second
 )
 
@@ -190,7 +206,7 @@ func s3UploadFromURL(u *url.URL) (s3Upload, error) {
 }
 
 // UploadConcurrency is how many parts of one check-in to s, an s3:// store,
-// are uploaded at once (the URL's upload_concurrency; default 1; also for
+// are uploaded at once (the URL's upload_concurrency; default 2; also for
 // a store that is not S3's). With PartSize, it bounds a check-in's part
 // buffers: about PartSize × UploadConcurrency bytes in flight, whatever the
 // payload's size.
@@ -386,29 +402,69 @@ func (h *hooks) BeforeWrite(as func(any) bool, up claimcheck.Upload) error {
 		return errors.New("s3blob bucket exposes no *s3.Client")
 	}
 	part := h.partSize(up.Size)
-	*tm = *transfermanager.New(client, func(o *transfermanager.Options) {
+	*tm = *transfermanager.New(h.uploadClient(client), func(o *transfermanager.Options) {
 		o.PartSizeBytes = part
 		// Also the most buffered before the first request: the default
 		// (16 MiB) would hold more than a part in memory.
 		o.MultipartUploadThreshold = part
 		o.Concurrency = h.concurrency()
-		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
+		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmCrc32c
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
 		// AbortMultipartUpload gets a fresh context: with the default (0) it
 		// would reuse the cancelled one and fail, leaving the parts behind.
 		o.FailTimeout = s3AbortTimeout
 	})
-	in.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
+	in.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmCrc32c
 	if !up.Sealed && up.Size < part {
 		// One PutObject (the body is under the multipart threshold) of the
-		// plaintext: the server checks the bytes against the ticket itself.
+		// plaintext: the server checks the bytes against the ticket itself,
+		// and the digest is known already (nothing is hashed again).
 		sum, err := hex.DecodeString(up.SHA256)
 		if err != nil {
 			return fmt.Errorf("ticket digest: %v", err)
 		}
+		in.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
 		in.ChecksumSHA256 = aws.String(base64.StdEncoding.EncodeToString(sum))
 	}
 	return nil
+}
+
+// newUploadClient is c with unsignedUploads, for check-ins' uploads. It is
+// made when the hooks are (OpenBucket, Hooks: as the store is opened):
+// s3.New writes into the options' shared credentials provider, a data race
+// with requests in flight on c.
+func newUploadClient(c *s3.Client) *s3.Client {
+	return s3.New(c.Options(), func(o *s3.Options) { o.APIOptions = append(o.APIOptions, unsignedUploads) })
+}
+
+// uploadClient is the client of check-ins' uploads (newUploadClient), or
+// client when there is none.
+func (h *hooks) uploadClient(client *s3.Client) *s3.Client {
+	if h.upClient != nil {
+		return h.upClient
+	}
+	return client
+}
+
+// unsignedUploads is an S3 client middleware that leaves the bodies of
+// PutObject and UploadPart out of the SigV4 signature (x-amz-content-sha256:
+// UNSIGNED-PAYLOAD, as the SDK itself sends over TLS): the signature
+// otherwise needs a SHA-256 of every body, over plain HTTP, on top of the
+// payload's own digest (CheckIn) and the part's checksum. The body is still
+// checked: the server verifies its CRC32C (x-amz-checksum-crc32c, a signed
+// header) or, for a payload in one request, the ticket's SHA-256, against
+// transmission errors; and every claim verifies the payload's SHA-256
+// against the ticket, end to end, so bytes altered on the way are never
+// handed to a handler (ErrPayloadCorrupt).
+func unsignedUploads(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("claimcheck.UnsignedUploads",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			switch in.Parameters.(type) {
+			case *s3.PutObjectInput, *s3.UploadPartInput:
+				ctx = v4.SetPayloadHash(ctx, "UNSIGNED-PAYLOAD")
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
 }
 
 // sseCheck requests server-side encryption on every request of its client
