@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // TestBrokerPriority: through RabbitMQ with max_priority=4, a job submitted
@@ -82,5 +85,69 @@ func TestBrokerPriorityRefused(t *testing.T) {
 		if r := b.run("x", "submit", "--kind", "labels", "--tenant", "acme", "--priority", p, "-"); r.code != 2 || !strings.Contains(r.stderr, "--priority") {
 			t.Fatalf("submit --priority %s: exit %d\n%s", p, r.code, r.stderr)
 		}
+	}
+}
+
+// TestPriorityJobDatabase (issue 16, must-show 1, on the job database):
+// on SQLite and on PostgreSQL, a job submitted with --priority 1 after 50
+// with --priority 4 is worked first by a single worker.
+func TestPriorityJobDatabase(t *testing.T) {
+	t.Parallel()
+	for _, db := range []struct {
+		name     string
+		database func(t *testing.T) []string
+	}{
+		{"SQLite", func(*testing.T) []string { return nil }},
+		{"PostgreSQL", func(t *testing.T) []string {
+			testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
+			return []string{"--database", dbtest.Postgres(t)}
+		}},
+	} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			global := db.database(t)
+			for i := range 50 {
+				r := b.run(fmt.Sprintf("routine %d\n", i), append(global, "submit", "--kind", "labels", "--tenant", "acme", "--priority", "4", "-")...)
+				if r.code != 0 {
+					t.Fatalf("submit %d: exit %d: %s", i, r.code, r.stderr)
+				}
+			}
+			if r := b.run("urgent\n", append(global, "submit", "--kind", "labels", "--tenant", "acme", "--priority", "1", "-")...); r.code != 0 {
+				t.Fatalf("submit urgent: exit %d: %s", r.code, r.stderr)
+			}
+			order := filepath.Join(t.TempDir(), "order")
+			b.ok(append(global, "work", "--kind", "labels", "--concurrency", "1", "--until-empty", "--exec", "--", "sh", "-c", "cat >> "+order)...)
+			data, err := os.ReadFile(order)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if len(lines) != 51 || lines[0] != "urgent" || lines[1] != "routine 0" {
+				t.Fatalf("worked %d jobs, first %q then %q; want 51, the priority-1 job first, then the oldest priority-4 one", len(lines), lines[0], lines[min(1, len(lines)-1)])
+			}
+			t.Logf("%s: 51 jobs worked, first %q, second %q, last %q", db.name, lines[0], lines[1], lines[50])
+		})
+	}
+}
+
+// TestBrokerPriorityRefusedSQS: SQS (fauxqs) has no message priorities:
+// submit --priority is refused with exit 2 and nothing stored, as on
+// JetStream (TestBrokerPriorityRefused; docs/brokers.md, "Priorities").
+// Not parallel: fauxqsBroker sets the AWS variables.
+func TestBrokerPriorityRefusedSQS(t *testing.T) {
+	u := fauxqsBroker(t)
+	b := setup(t)
+	r := b.run("x", "--broker", u, "submit", "--kind", "labels", "--tenant", "acme", "--priority", "2", "-")
+	if r.code != 2 || !strings.Contains(r.stderr, "no message priorities") || !strings.Contains(r.stderr, "nothing was stored") {
+		t.Fatalf("submit --priority 2 on SQS: exit %d, want 2 saying the broker has no priorities\n%s", r.code, r.stderr)
+	}
+	t.Logf("SQS: %s", strings.TrimSpace(r.stderr))
+	if objs := b.objects(); len(objs) != 0 {
+		t.Fatalf("%d objects stored by a refused submit", len(objs))
+	}
+	// Without --priority the same submit goes through.
+	if r := b.run("x", "--broker", u, "submit", "--kind", "labels", "--tenant", "acme", "-"); r.code != 0 {
+		t.Fatalf("submit without --priority on SQS: exit %d\n%s", r.code, r.stderr)
 	}
 }
