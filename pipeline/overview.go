@@ -1,0 +1,232 @@
+package pipeline
+
+// What a console or a metrics exporter reads about a pipeline without
+// touching a payload: the outbox per destination, the storage the claims
+// registry records per tenant, River's client for River UI, and the job
+// arguments and metadata with tickets redacted.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// RiverClient is the pipeline's River client, insert-only (it works no
+// job), for River's own tools such as River UI (riverui.NewEndpoints).
+// Replay dead letters with Replay and delete jobs with Delete, not through
+// it: River's JobRetry does not check that the payload still exists, and
+// its JobDelete leaves the job's claims-registry rows behind. Show job
+// arguments and metadata only through RedactArgs and RedactMetadata: they
+// hold tickets, whose keys, inline payloads and wrapped keys no page shows.
+func (p *Pipeline) RiverClient() *river.Client[*sql.Tx] { return p.client }
+
+// OutboxStats is one outbox destination's queue.
+type OutboxStats struct {
+	Destination string `json:"destination"`
+	// Depth is the number of entries not yet confirmed by the broker
+	// (available, running, retryable or scheduled).
+	Depth int64 `json:"depth"`
+	// Oldest is when the oldest of those entries was enqueued; zero when
+	// Depth is 0.
+	Oldest time.Time `json:"oldest,omitzero"`
+	// Sent is the number of entries the broker confirmed (still in the job
+	// table: River prunes completed jobs after a day by default).
+	Sent int64 `json:"sent"`
+	// Dead is the number of entries the relay gave up on (cancelled or
+	// discarded).
+	Dead int64 `json:"dead"`
+}
+
+// OutboxStats returns every outbox destination that holds an entry, in
+// any state, by name. One query counts them; the oldest pending entry of
+// each is read through River (its creation time).
+// Errors: the job database's, wrapped.
+func (p *Pipeline) OutboxStats(ctx context.Context) ([]OutboxStats, error) {
+	rows, err := p.db.QueryContext(ctx, `SELECT queue,
+		SUM(CASE WHEN state IN ('available', 'running', 'retryable', 'scheduled') THEN 1 ELSE 0 END),
+		MIN(CASE WHEN state IN ('available', 'running', 'retryable', 'scheduled') THEN id END),
+		SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END),
+		SUM(CASE WHEN state IN ('cancelled', 'discarded') THEN 1 ELSE 0 END)
+		FROM river_job WHERE kind = $1 AND queue LIKE $2 GROUP BY queue ORDER BY queue`, riverKind, outboxQueuePrefix+"%")
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
+	}
+	var out []OutboxStats
+	var oldest []sql.NullInt64
+	for rows.Next() {
+		var s OutboxStats
+		var queue string
+		var first sql.NullInt64
+		if err := rows.Scan(&queue, &s.Depth, &first, &s.Sent, &s.Dead); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
+		}
+		s.Destination, _ = isOutboxQueue(queue)
+		out = append(out, s)
+		oldest = append(oldest, first)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
+	}
+	for i, id := range oldest {
+		if !id.Valid {
+			continue
+		}
+		row, err := p.client.JobGet(ctx, id.Int64)
+		if err != nil {
+			continue // sent or deleted since the count: no age to show
+		}
+		out[i].Oldest = row.CreatedAt
+	}
+	return out, nil
+}
+
+// TenantStorage is what the claims registry records for one tenant and
+// role: the distinct objects jobs refer to and their payload bytes.
+type TenantStorage struct {
+	Tenant string `json:"tenant"`
+	// Role is "payload" or "result".
+	Role    string `json:"role"`
+	Objects int64  `json:"objects"`
+	// Bytes is the sum of the objects' payload sizes (plaintext bytes; a
+	// sealed object is larger by its encryption overhead).
+	Bytes int64 `json:"bytes"`
+}
+
+// StorageByTenant sums the claims registry per tenant and role: objects
+// jobs still refer to, each counted once however many jobs share it.
+// Inline payloads have no object and are not counted; orphans (objects no
+// row refers to) are the sweeper's to find (claimcheck sweep --dry-run).
+// Errors: the job database's, wrapped.
+func (p *Pipeline) StorageByTenant(ctx context.Context) ([]TenantStorage, error) {
+	rows, err := p.db.QueryContext(ctx, `SELECT tenant, role, COUNT(*), COALESCE(SUM(size), 0)
+		FROM (SELECT DISTINCT tenant, role, object_key, size FROM claimcheck_claim) objects
+		GROUP BY tenant, role ORDER BY tenant, role`)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: sum the claims registry: %w", err)
+	}
+	defer rows.Close()
+	var out []TenantStorage
+	for rows.Next() {
+		var s TenantStorage
+		if err := rows.Scan(&s.Tenant, &s.Role, &s.Objects, &s.Bytes); err != nil {
+			return nil, fmt.Errorf("pipeline: sum the claims registry: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pipeline: sum the claims registry: %w", err)
+	}
+	return out, nil
+}
+
+// RedactedTicket is a ticket as a page may show it: no key beyond the
+// tenant's prefix, no payload bytes, no wrapped key, no signature.
+type RedactedTicket struct {
+	Tenant string `json:"tenant"`
+	Store  string `json:"store,omitempty"`
+	// Key is Ticket.RedactedKey: "payloads/acme/…"; empty when inline.
+	Key string `json:"key,omitempty"`
+	// SHA256 is the digest's first 12 hex characters.
+	SHA256      string    `json:"sha256_prefix"`
+	Size        int64     `json:"size"`
+	ContentType string    `json:"type,omitempty"`
+	Created     time.Time `json:"created"`
+	// Placement is "inline" or "offloaded".
+	Placement string `json:"placement"`
+	Encrypted bool   `json:"encrypted,omitempty"`
+	Signed    bool   `json:"signed,omitempty"`
+}
+
+// Redact returns t as a page may show it.
+func Redact(t *claimcheck.Ticket) *RedactedTicket {
+	r := &RedactedTicket{Tenant: t.Tenant, Store: t.Store, Key: t.RedactedKey(), SHA256: t.DigestPrefix(), Size: t.Size,
+		ContentType: t.ContentType, Created: t.Created, Placement: placement(t), Encrypted: t.DEK != "", Signed: t.Sig != ""}
+	return r
+}
+
+func placement(t *claimcheck.Ticket) string {
+	if t.IsInline() {
+		return "inline"
+	}
+	return "offloaded"
+}
+
+// redactedUnknown replaces what RedactArgs and RedactMetadata cannot read:
+// nothing of it is shown.
+var redactedUnknown = json.RawMessage(`{"redacted":"not a claimcheck ticket"}`)
+
+// RedactArgs returns a job's encoded River arguments with the ticket
+// replaced by its RedactedTicket, for River UI and other pages that show
+// arguments. Arguments that are not a claimcheck job's, or whose ticket does
+// not parse, are replaced whole: nothing unread is shown.
+func RedactArgs(encoded []byte) json.RawMessage {
+	var args jobArgs
+	if err := json.Unmarshal(encoded, &args); err != nil || args.Ticket == nil {
+		return redactedUnknown
+	}
+	t, err := claimcheck.ParseTicket(compactJSON(args.Ticket))
+	if err != nil {
+		return redactedUnknown
+	}
+	out, err := json.Marshal(struct {
+		Kind           string          `json:"kind"`
+		Tenant         string          `json:"tenant"`
+		IdempotencyKey string          `json:"idempotency_key,omitempty"`
+		Destination    string          `json:"destination,omitempty"`
+		Ticket         *RedactedTicket `json:"ticket"`
+	}{args.JobKind, args.Tenant, args.IdempotencyKey, args.Destination, Redact(t)})
+	if err != nil {
+		return redactedUnknown
+	}
+	return out
+}
+
+// RedactMetadata returns a job's River metadata with the result ticket in
+// River's recorded output (jobOutput) replaced by its RedactedTicket. The
+// other keys (trace context, the outbox entry's broker binding, which holds
+// no credentials) are kept. Metadata that does not parse as a JSON object is
+// replaced whole.
+func RedactMetadata(metadata []byte) json.RawMessage {
+	if len(metadata) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	var md map[string]json.RawMessage
+	if err := json.Unmarshal(metadata, &md); err != nil {
+		return redactedUnknown
+	}
+	if raw, ok := md["output"]; ok {
+		var o jobOutput
+		if err := json.Unmarshal(raw, &o); err != nil {
+			md["output"] = redactedUnknown
+		} else {
+			red := map[string]any{}
+			if !o.UnavailableSince.IsZero() {
+				red["unavailable_since"] = o.UnavailableSince
+			}
+			if len(o.Result) > 0 {
+				if t, err := claimcheck.ParseTicket(compactJSON(o.Result)); err == nil {
+					red["result"] = Redact(t)
+				} else {
+					red["result"] = redactedUnknown
+				}
+			}
+			b, _ := json.Marshal(red)
+			md["output"] = b
+		}
+	}
+	out, err := json.Marshal(md)
+	if err != nil {
+		return redactedUnknown
+	}
+	return out
+}
