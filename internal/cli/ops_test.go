@@ -462,7 +462,7 @@ func TestSweepCommandExpiry(t *testing.T) {
 	// it; (c) is queued: kept whatever its age.
 	r := opsOK(t, sd.data, "sweep", "--expire-payloads", "22d", "--expire-results", "60d")
 	t.Logf("claimcheck sweep --expire-payloads 22d --expire-results 60d\n%s", r.stdout)
-	if !regexp.MustCompile(`(?m)^removed +expired +.*older than the 22d expiry of payloads/ \(30d old\); referenced by job 2: 1 pruned by River`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^removed +expired +.*older than the 22d expiry of payloads/ \(30d[0-9hms]* old\); referenced by job 2: 1 pruned by River`).MatchString(r.stdout) {
 		t.Errorf("no expired entry for (d)")
 	}
 	if sd.exists(sd.d) || sd.exists(sd.a) || !sd.exists(sd.c) {
