@@ -345,11 +345,11 @@ func TestSweepCommand(t *testing.T) {
 	r := opsOK(t, sd.data, "sweep", "--dry-run")
 	t.Logf("claimcheck sweep --dry-run\n%s", r.stdout)
 	want := []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^would remove  orphan +\d+ B +2d +payloads/acme/…[0-9a-f]{12} +no claims-registry row and 2d old \(grace period 1d\)$`),
-		regexp.MustCompile(`(?m)^kept +too-young +.*payloads/acme/…[0-9a-f]{12} +no claims-registry row yet, but only 1h old`),
+		regexp.MustCompile(`(?m)^would remove  orphan +\d+ B +2d[0-9hms]* +payloads/acme/…[0-9a-f]{12} +no claims-registry row and 2d[0-9hms]* old \(grace period 1d\)$`),
+		regexp.MustCompile(`(?m)^kept +too-young +.*payloads/acme/…[0-9a-f]{12} +no claims-registry row yet, but only 1h[0-9ms]* old`),
 		regexp.MustCompile(`(?m)^kept +referenced +.*payloads/acme/…[0-9a-f]{12} +referenced by job 1: 1 pending$`),
-		regexp.MustCompile(`(?m)^kept +referenced +.*30d +payloads/acme/…[0-9a-f]{12} +referenced by job 2: 1 pruned by River`),
-		regexp.MustCompile(`(?m)^would remove +temp-file +.*2d +payloads/acme/…[0-9a-f]{12}\.tmp +a temporary file of a write that never finished`),
+		regexp.MustCompile(`(?m)^kept +referenced +.*30d[0-9hms]* +payloads/acme/…[0-9a-f]{12} +referenced by job 2: 1 pruned by River`),
+		regexp.MustCompile(`(?m)^would remove +temp-file +.*2d[0-9hms]* +payloads/acme/…[0-9a-f]{12}\.tmp +a temporary file of a write that never finished`),
 		regexp.MustCompile(`(?m)^kept +other-prefix +.*other/… `),
 		regexp.MustCompile(`(?m)^dry run: would remove 2 objects \(orphan 1, temp-file 1; \d+ B\), would keep 4 objects \(referenced 2, too-young 1, other-prefix 1\); listed 5 under payloads/ and results/ in 2 pages$`),
 	}
