@@ -232,6 +232,30 @@ var registrySchema = []registryStep{
 		PRIMARY KEY (message_id, queue)
 	)`,
 	},
+	{
+		// serve's API tokens (internal/apiauth): the SHA-256 of each
+		// token, never the token, and the tenants it may act on
+		// (comma-separated, or "*" for all). Times are milliseconds since
+		// the epoch; revoked_ms is NULL while the token is live.
+		name:  "create table claimcheck_token",
+		table: "claimcheck_token",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_token (
+		id           TEXT   NOT NULL PRIMARY KEY,
+		name         TEXT   NOT NULL,
+		token_sha256 TEXT   NOT NULL UNIQUE,
+		tenants      TEXT   NOT NULL,
+		created_ms   BIGINT NOT NULL,
+		revoked_ms   BIGINT
+	)`,
+		pg: `CREATE TABLE IF NOT EXISTS claimcheck_token (
+		id           TEXT   NOT NULL PRIMARY KEY,
+		name         TEXT   NOT NULL,
+		token_sha256 TEXT   NOT NULL UNIQUE,
+		tenants      TEXT   NOT NULL,
+		created_ms   BIGINT NOT NULL,
+		revoked_ms   BIGINT
+	)`,
+	},
 }
 
 // jobDB is an open job database with its River driver.

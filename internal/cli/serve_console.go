@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/claimcheck/claimcheck/internal/apiauth"
 	"github.com/claimcheck/claimcheck/internal/console"
 )
 
@@ -19,17 +20,29 @@ func mountConsole(ctx context.Context, mux *http.ServeMux, g *globals, e *env, l
 		return err
 	}
 	_, err = console.Mount(ctx, mux, console.Options{
-		Pipeline: e.pipe, Gate: consoleGate{}, StoreURL: g.store, Retention: r, Logger: logger,
+		Pipeline: e.pipe, Gate: consoleGate{tokens: apiauth.New(e.pipe.DB())}, StoreURL: g.store, Retention: r, Logger: logger,
 	})
 	return err
 }
 
-// consoleGate lets in requests from loopback peers only: no token is
-// accepted yet.
-type consoleGate struct{}
+// consoleGate lets in requests from loopback peers, and from elsewhere
+// those with a live all-tenants API token (`claimcheck tokens create
+// --all-tenants`): the console shows every tenant's jobs, so a token
+// limited to some tenants does not open it.
+type consoleGate struct{ tokens *apiauth.Store }
 
 func (consoleGate) Local(r *http.Request) bool { return console.LoopbackPeer(r.RemoteAddr) }
 
-func (consoleGate) Verify(context.Context, string) error {
-	return errors.New("this server accepts no tokens")
+// Verify accepts a live token for all tenants. Errors: apiauth's
+// ErrTokenRefused for an unknown or revoked token; a plain error for a
+// token limited to some tenants; the database's, wrapped.
+func (g consoleGate) Verify(ctx context.Context, token string) error {
+	t, err := g.tokens.Verify(ctx, token)
+	if err != nil {
+		return err
+	}
+	if !t.All() {
+		return errors.New("this token is for " + tenantsLabel(t.Tenants) + "; the console needs one for all tenants (tokens create --all-tenants)")
+	}
+	return nil
 }
