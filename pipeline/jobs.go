@@ -105,6 +105,25 @@ type ListOptions struct {
 	Kind string
 	// PageSize is the number of rows fetched per query. Default 100.
 	PageSize int
+	// Limit, if positive, stops the list after this many jobs (the oldest
+	// matching ones, as the list runs oldest first).
+	Limit int
+	// Since, if not zero, keeps only the jobs whose age is measured from
+	// Since or later: a finished or dead job's FinalizedAt, a pending
+	// job's CreatedAt (the AGE column of claimcheck jobs).
+	Since time.Time
+}
+
+// errListLimit stops List once ListOptions.Limit jobs were listed.
+var errListLimit = errors.New("pipeline: list limit reached")
+
+// agedFrom is the time a job's age is measured from: when it finished or
+// died, else when it was enqueued.
+func (j *JobInfo) agedFrom() time.Time {
+	if j.FinalizedAt != nil {
+		return *j.FinalizedAt
+	}
+	return j.CreatedAt
 }
 
 var states = map[string][]rivertype.JobState{
@@ -148,6 +167,30 @@ func ValidateState(state string) error {
 //
 // Errors: claimcheck.ErrConfig for an unknown state or invalid kind.
 func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
+	if opts.Limit > 0 || !opts.Since.IsZero() {
+		next, listed := fn, 0
+		fn = func(j *JobInfo) error {
+			if !opts.Since.IsZero() && j.agedFrom().Before(opts.Since) {
+				return nil
+			}
+			if err := next(j); err != nil {
+				return err
+			}
+			if listed++; opts.Limit > 0 && listed >= opts.Limit {
+				return errListLimit
+			}
+			return nil
+		}
+		err := p.list(ctx, opts, fn)
+		if errors.Is(err, errListLimit) {
+			return nil
+		}
+		return err
+	}
+	return p.list(ctx, opts, fn)
+}
+
+func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
 	params := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderAsc)
 	if opts.PageSize > 0 {
 		params = params.First(opts.PageSize)

@@ -17,10 +17,14 @@ import (
 type jobsOptions struct {
 	reader
 	state, kind string
+	paging      pagingFlags
 }
 
-// Validate checks --state and --kind.
+// Validate checks --state, --kind, --limit and --since.
 func (o *jobsOptions) Validate() error {
+	if err := o.paging.validate(); err != nil {
+		return err
+	}
 	if o.state != "" {
 		if err := pipeline.ValidateState(o.state); err != nil {
 			return usagef("--state: %v", err)
@@ -32,7 +36,7 @@ func (o *jobsOptions) Validate() error {
 func newJobs(g *globals) *cobra.Command {
 	o := &jobsOptions{reader: reader{g}}
 	c := &cobra.Command{
-		Use:   "jobs [--state S] [--kind K]",
+		Use:   "jobs [--state S] [--kind K] [--limit N] [--since D|T]",
 		Short: "List jobs",
 		Long:  "List jobs, oldest first. States: available, running, retryable, scheduled, completed, cancelled, discarded, pending, or dead (cancelled and discarded).",
 		Args:  exactArgs(0, "no arguments"),
@@ -40,12 +44,13 @@ func newJobs(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&o.state, "state", "", "only jobs in this state")
 	c.Flags().StringVar(&o.kind, "kind", "", "only jobs of this kind")
+	o.paging.add(c, "jobs")
 	c.AddCommand(newJobsRelease(g))
 	return c
 }
 
 func (o *jobsOptions) runIn(ctx context.Context, s streams, e *env) error {
-	return listJobs(ctx, s.out, o.g.json, e, pipeline.ListOptions{State: o.state, Kind: o.kind})
+	return listJobs(ctx, s.out, o.g.json, e, o.paging.apply(pipeline.ListOptions{State: o.state, Kind: o.kind}, time.Now()))
 }
 
 // validateKindFlag checks an optional --kind: "" (any kind) or a valid kind.

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/claimcheck/claimcheck"
@@ -21,10 +20,6 @@ import (
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
-
-// progressMin is the payload size, in bytes, from which run shows a
-// progress bar while checking in.
-const progressMin = 8 << 20
 
 type runJob struct {
 	ID          int64  `json:"id"`
@@ -186,21 +181,12 @@ func submitFile(ctx context.Context, stdin io.Reader, e *env, tenant, path strin
 	if dests != nil {
 		opts.Broker = brokerAt
 	}
-	var bar *progressbar.ProgressBar
-	if st.Size() >= progressMin {
-		bar = progressbar.NewOptions64(st.Size(),
-			progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetDescription("check in "+filepath.Base(path)),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(stderr) }),
-		)
-		opts.CheckIn.Progress = func(n int64) { _ = bar.Set64(n) }
+	bar := newCheckInProgress(stderr, st.Size(), filepath.Base(path))
+	if bar != nil {
+		opts.CheckIn.Progress = bar.progress
 	}
 	res, err := e.pipe.Enqueue(ctx, pdfinfo.Kind, tenant, in, opts)
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	bar.done(err)
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", path, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -171,6 +172,7 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	}
 	var in io.Reader
 	var ct string
+	var fileSize int64 // of a main payload read from a file
 	if o.file != "" {
 		r, t, closeIn, err := openInput(s.in, o.file)
 		if err != nil {
@@ -178,6 +180,11 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		}
 		defer closeIn()
 		in, ct = r, t
+		if f, ok := r.(*os.File); ok && o.file != "-" {
+			if st, err := f.Stat(); err == nil {
+				fileSize = st.Size()
+			}
+		}
 	}
 	// Every attachment is opened before anything is stored.
 	var atts []pipeline.Attachment
@@ -232,14 +239,26 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 			return err
 		}
 	}
+	checkIn := claimcheck.CheckInOptions{ContentType: contentType, Name: o.name, Version: o.version}
+	// A bar for a main payload of progressMin or more read from a file
+	// (standard input has no size to show progress against); with
+	// attachments each document is counted on its own, so none is shown.
+	var bar *checkInProgress
+	if fileSize > 0 && len(atts) == 0 {
+		bar = newCheckInProgress(s.err, fileSize, filepath.Base(o.file))
+	}
+	if bar != nil {
+		checkIn.Progress = bar.progress
+	}
 	res, err := e.pipe.Enqueue(ctx, o.kind, o.tenant, in, &pipeline.EnqueueOptions{
 		IdempotencyKey: o.idem,
-		CheckIn:        claimcheck.CheckInOptions{ContentType: contentType, Name: o.name, Version: o.version},
+		CheckIn:        checkIn,
 		Destinations:   dests,
 		Broker:         g.brokerBinding(),
 		Priority:       priority,
 		Attachments:    atts,
 	})
+	bar.done(err)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,14 @@ func TestOptionsValidate(t *testing.T) {
 			func(o options) { o.(*relayOptions).batch = 0 }},
 		{"relay --broker", func() options { return &relayOptions{g: withBroker, batch: 100} },
 			func(o options) { o.(*relayOptions).g = g }},
+		{"jobs --limit", func() options { return &jobsOptions{reader: reader{g}, paging: pagingFlags{limit: 5}} },
+			func(o options) { o.(*jobsOptions).paging.limit = -1 }},
+		{"jobs --since", func() options {
+			return &jobsOptions{reader: reader{g}, paging: pagingFlags{since: "2026-12-01T09:00:00Z"}}
+		},
+			func(o options) { o.(*jobsOptions).paging.since = "yesterday" }},
+		{"dead --since", func() options { return &deadOptions{reader: reader{g}, paging: pagingFlags{since: "36h"}} },
+			func(o options) { o.(*deadOptions).paging.since = "-2d" }},
 		{"jobs --state", func() options { return &jobsOptions{reader: reader{g}, state: "dead"} },
 			func(o options) { o.(*jobsOptions).state = "sleeping" }},
 		{"jobs --kind", func() options { return &jobsOptions{reader: reader{g}, kind: "pdf-info"} },
