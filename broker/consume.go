@@ -465,8 +465,9 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 		}
 	}
 	if !done && !servesTenant(store, d) {
-		// Another tenant's message: left, its attempt not spent, for a
-		// consumer that serves the tenant (which verifies the ticket).
+		// Another tenant's message, or one whose payload is in another
+		// store: left, its attempt not spent, for a consumer that serves
+		// the tenant and has the store (which verifies the ticket).
 		held.release(d)
 		return released(ctx, tr, queue, opts, d, &o, report)
 	}
@@ -516,12 +517,17 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 }
 
 // servesTenant reports whether store claims the tenant that d's ticket
-// names (Options.Tenants), before anything is verified or fetched. A body
+// names (Options.Tenants) and holds its payload (an offloaded ticket names
+// store's logical name), before anything is verified or fetched: a worker
+// pinned to one region's store leaves the tickets of another's. A body
 // that is not a ticket is left to work, which refuses or adopts it.
 func servesTenant(store *claimcheck.Store, d *Delivery) bool {
 	dec, err := DecodeBody(d.Message)
 	if err != nil || dec.Kind != KindTicket || dec.Ticket == nil {
 		return true
+	}
+	if !dec.Ticket.IsInline() && dec.Ticket.Store != store.Name() {
+		return false
 	}
 	return store.Serves(dec.Ticket.Tenant)
 }

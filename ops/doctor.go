@@ -39,8 +39,12 @@ var _ S3LifecycleReader = (*s3.Client)(nil)
 // DoctorOptions configure Doctor.
 type DoctorOptions struct {
 	// Pipeline is the deployment's job pipeline, opened with its live
-	// configuration; its Store is the store probed. Required.
+	// configuration; its Store is the store probed unless Store is set.
+	// Required.
 	Pipeline *pipeline.Pipeline
+	// Store is the store probed, one of Pipeline.Stores (a named store
+	// of a deployment that has several); default Pipeline.Store().
+	Store *claimcheck.Store
 	// Retention is the minimum lifetime each prefix needs
 	// (claimcheck.ComputeRetention). Required.
 	Retention *claimcheck.Retention
@@ -101,7 +105,11 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 		opts.MaxMessageSize = pipeline.DefaultMaxMessageSize
 	}
 	start := time.Now()
-	d := &doctor{o: opts, st: opts.Pipeline.Store(), rep: &Report{}}
+	st := opts.Store
+	if st == nil {
+		st = opts.Pipeline.Store()
+	}
+	d := &doctor{o: opts, st: st, rep: &Report{}}
 	d.scheme, d.bucket = storeScheme(opts.StoreURL)
 	storeOK := d.checkStore(ctx)
 	d.checkKeeper(ctx, storeOK)

@@ -81,6 +81,15 @@ type EnqueueOptions struct {
 	Priority int
 	// CheckIn is passed to the store's CheckIn (content type, named key).
 	CheckIn claimcheck.CheckInOptions
+	// Store names the store the payload goes to, one of the pipeline's
+	// (Config.Store, Config.Stores, by claimcheck.Options.Name); "" is
+	// the default store. The job's attachments and manifest go to the
+	// same store, and so does its result; only workers that have the
+	// store work the job (StoreQueue). For EnqueueTx, an offloaded
+	// ticket's own store decides, and a Store naming another is refused.
+	// Errors: ErrStoreNotConfigured, with claimcheck.ErrConfig, before
+	// anything is stored.
+	Store string
 	// Attachments, if set, are the job's named documents, 1 to
 	// claimcheck.MaxAttachments with names as
 	// claimcheck.ValidateAttachmentNames: each is checked in (streamed,
@@ -169,6 +178,13 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 	if r == nil && len(opts.Attachments) == 0 {
 		return nil, fmt.Errorf("pipeline: no payload and no attachments: %w", claimcheck.ErrTicketInvalid)
 	}
+	st, err := p.StoreNamed(opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := StoreQueue(st.Name(), kind); err != nil {
+		return nil, fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrConfig)
+	}
 	for _, dest := range opts.Destinations {
 		// Before the check-in, so that a refusal stores nothing; EnqueueTx
 		// checks again inside the transaction.
@@ -178,11 +194,10 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 	}
 	var t *claimcheck.Ticket
 	var m *claimcheck.Manifest
-	var err error
 	if len(opts.Attachments) > 0 {
-		t, m, err = p.checkInDocuments(ctx, tenant, r, opts)
+		t, m, err = p.checkInDocuments(ctx, st, tenant, r, opts)
 	} else {
-		t, err = p.CheckIn(ctx, tenant, r, &opts.CheckIn)
+		t, err = p.checkInTo(ctx, st, tenant, r, &opts.CheckIn)
 	}
 	if err != nil {
 		return nil, err
@@ -208,7 +223,7 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 // manifest's ticket. If one fails, what was checked in before is
 // discarded (left as an orphan for a sweep when the store cannot delete
 // it) and the error names the document.
-func (p *Pipeline) checkInDocuments(ctx context.Context, tenant string, r io.Reader, opts *EnqueueOptions) (*claimcheck.Ticket, *claimcheck.Manifest, error) {
+func (p *Pipeline) checkInDocuments(ctx context.Context, st *claimcheck.Store, tenant string, r io.Reader, opts *EnqueueOptions) (*claimcheck.Ticket, *claimcheck.Manifest, error) {
 	m := &claimcheck.Manifest{Version: claimcheck.ManifestVersion}
 	fail := func(err error) (*claimcheck.Ticket, *claimcheck.Manifest, error) {
 		p.discardAll(ctx, "a failed check-in of attachments", nil, m)
@@ -217,20 +232,20 @@ func (p *Pipeline) checkInDocuments(ctx context.Context, tenant string, r io.Rea
 	if r != nil {
 		o := opts.CheckIn
 		o.Offload = true
-		t, err := p.CheckIn(ctx, tenant, r, &o)
+		t, err := p.checkInTo(ctx, st, tenant, r, &o)
 		if err != nil {
 			return fail(fmt.Errorf("pipeline: check in the main payload: %w", err))
 		}
 		m.Payload = t
 	}
 	for i, a := range opts.Attachments {
-		t, err := p.CheckIn(ctx, tenant, a.Body, &claimcheck.CheckInOptions{ContentType: a.ContentType, Offload: true})
+		t, err := p.checkInTo(ctx, st, tenant, a.Body, &claimcheck.CheckInOptions{ContentType: a.ContentType, Offload: true})
 		if err != nil {
 			return fail(fmt.Errorf("pipeline: check in attachment %q (%d of %d): %w", a.Name, i+1, len(opts.Attachments), err))
 		}
 		m.Attachments = append(m.Attachments, claimcheck.Attachment{Name: a.Name, Ticket: t})
 	}
-	t, err := p.CheckInManifest(ctx, tenant, m)
+	t, err := p.checkInManifestTo(ctx, st, tenant, m)
 	if err != nil {
 		return fail(fmt.Errorf("pipeline: check in the manifest of %d attachments: %w", len(m.Attachments), err))
 	}
@@ -305,8 +320,12 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	if err != nil {
 		return nil, err
 	}
+	queue, st, err := p.jobQueue(kind, t, opts.Store)
+	if err != nil {
+		return nil, err
+	}
 	if t.Manifest && m == nil {
-		if m, err = p.store.ReadManifest(ctx, t); err != nil {
+		if m, err = st.ReadManifest(ctx, t); err != nil {
 			return nil, fmt.Errorf("pipeline: enqueue %s: %w", t, err)
 		}
 	}
@@ -323,11 +342,11 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 		}
 	}
 	if len(opts.Destinations) == 0 {
-		return p.insert(ctx, tx, kind, t, m, enc, opts, "")
+		return p.insert(ctx, tx, kind, queue, t, m, enc, opts, "")
 	}
 	var first *EnqueueResult
 	for _, dest := range opts.Destinations {
-		res, err := p.insert(ctx, tx, kind, t, m, enc, opts, dest)
+		res, err := p.insert(ctx, tx, kind, queue, t, m, enc, opts, dest)
 		if err != nil {
 			return nil, err
 		}
@@ -339,10 +358,11 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	return first, nil
 }
 
-// insert writes one job (dest empty) or outbox entry, and its registry row.
-func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
+// insert writes one job (dest empty) in queue, or outbox entry, and its
+// registry row.
+func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind, queue string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
 	args := jobArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: enc, Destination: dest}
-	insert := &river.InsertOpts{Queue: kind, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
+	insert := &river.InsertOpts{Queue: queue, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
 	if dest != "" {
 		insert.Queue = outboxQueue(dest)
 		if opts.Broker != "" {
@@ -415,12 +435,16 @@ func (p *Pipeline) sameDocuments(ctx context.Context, first, t *claimcheck.Ticke
 	if first.SHA256 == t.SHA256 {
 		return true, nil
 	}
-	fm, err := p.store.ReadManifest(ctx, first)
+	fst, err := p.storeFor(first)
+	if err != nil {
+		return false, err
+	}
+	fm, err := fst.ReadManifest(ctx, first)
 	if err != nil {
 		return false, err
 	}
 	if m == nil {
-		if m, err = p.store.ReadManifest(ctx, t); err != nil {
+		if m, err = p.mustStoreFor(t).ReadManifest(ctx, t); err != nil {
 			return false, err
 		}
 	}
@@ -543,4 +567,29 @@ func ValidatePriority(priority int) error {
 		return fmt.Errorf("priority %d is invalid: use %d (highest, the default) to %d (lowest)", priority, HighestPriority, LowestPriority)
 	}
 	return nil
+}
+
+// jobQueue is the River queue of a job of kind carrying t, and the store
+// its documents are in: an offloaded ticket's own store (which a store
+// named by the caller must match), else the one named (the default store
+// for ""). Errors: ErrStoreNotConfigured, a store name or kind too long
+// for a queue name, and a named store other than the ticket's, each with
+// claimcheck.ErrConfig.
+func (p *Pipeline) jobQueue(kind string, t *claimcheck.Ticket, named string) (string, *claimcheck.Store, error) {
+	name := named
+	if !t.IsInline() {
+		if named != "" && named != t.Store {
+			return "", nil, fmt.Errorf("pipeline: enqueue %s: its ticket is for store %q, not %q: %w", t, t.Store, named, claimcheck.ErrConfig)
+		}
+		name = t.Store
+	}
+	st, err := p.StoreNamed(name)
+	if err != nil {
+		return "", nil, err
+	}
+	q, err := StoreQueue(st.Name(), kind)
+	if err != nil {
+		return "", nil, fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrConfig)
+	}
+	return q, st, nil
 }

@@ -32,8 +32,24 @@ import (
 // Errors: Store.CheckIn's; the database's, wrapped with
 // claimcheck.ErrUnavailable, with nothing stored.
 func (p *Pipeline) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	return p.checkInTo(ctx, p.store, tenant, r, opts)
+}
+
+// CheckInTo is CheckIn into the pipeline's store of that name ("": the
+// default store), for EnqueueTx callers whose jobs go to a named store.
+// Errors: ErrStoreNotConfigured (with claimcheck.ErrConfig), with nothing
+// stored; otherwise CheckIn's.
+func (p *Pipeline) CheckInTo(ctx context.Context, store, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	st, err := p.StoreNamed(store)
+	if err != nil {
+		return nil, err
+	}
+	return p.checkInTo(ctx, st, tenant, r, opts)
+}
+
+func (p *Pipeline) checkInTo(ctx context.Context, st *claimcheck.Store, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
 	return p.checkInWith(ctx, opts, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
-		return p.store.CheckIn(ctx, tenant, r, o)
+		return st.CheckIn(ctx, tenant, r, o)
 	})
 }
 
@@ -44,8 +60,12 @@ func (p *Pipeline) CheckIn(ctx context.Context, tenant string, r io.Reader, opts
 //
 // Errors: Store.CheckInManifest's; the database's, as CheckIn.
 func (p *Pipeline) CheckInManifest(ctx context.Context, tenant string, m *claimcheck.Manifest) (*claimcheck.Ticket, error) {
+	return p.checkInManifestTo(ctx, p.store, tenant, m)
+}
+
+func (p *Pipeline) checkInManifestTo(ctx context.Context, st *claimcheck.Store, tenant string, m *claimcheck.Manifest) (*claimcheck.Ticket, error) {
 	return p.checkInWith(ctx, nil, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
-		return p.store.CheckInManifest(ctx, tenant, m, o)
+		return st.CheckInManifest(ctx, tenant, m, o)
 	})
 }
 
@@ -113,7 +133,11 @@ func (p *Pipeline) anchor(ctx context.Context, tx *sql.Tx, t *claimcheck.Ticket,
 	if had {
 		return nil
 	}
-	ok, err := p.store.Bucket().Exists(ctx, t.Key)
+	st, err := p.storeFor(t)
+	if err != nil {
+		return fmt.Errorf("pipeline: %s %s: %w", step, t, err)
+	}
+	ok, err := st.Bucket().Exists(ctx, t.Key)
 	if err != nil {
 		return claimcheck.StoreError("pipeline: "+step+" "+t.String()+": look up its object", err)
 	}
@@ -144,8 +168,12 @@ func (p *Pipeline) deleteUnheld(ctx context.Context, t *claimcheck.Ticket, relea
 	if t == nil || t.IsInline() {
 		return false, nil
 	}
+	st, err := p.storeFor(t)
+	if err != nil {
+		return false, err
+	}
 	deleted := false
-	err := registry.InTx(ctx, p.db, func(tx *sql.Tx) error {
+	err = registry.InTx(ctx, p.db, func(tx *sql.Tx) error {
 		if err := registry.Lock(ctx, tx, p.dialect, t.Key); err != nil {
 			return err
 		}
@@ -156,7 +184,7 @@ func (p *Pipeline) deleteUnheld(ctx context.Context, t *claimcheck.Ticket, relea
 		if err != nil || rows+intents > 0 {
 			return err
 		}
-		if err := p.store.Bucket().Delete(ctx, t.Key); err != nil {
+		if err := st.Bucket().Delete(ctx, t.Key); err != nil {
 			if gcerrors.Code(err) == gcerrors.NotFound {
 				return nil // gone already: not deleted by this call
 			}

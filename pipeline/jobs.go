@@ -45,6 +45,10 @@ type JobInfo struct {
 	// Destination is set on an outbox entry: the broker destination it is
 	// relayed to. Its state "completed" means the broker confirmed it.
 	Destination string `json:"destination,omitempty"`
+	// Store is the named store the job's documents are in (its queue's,
+	// StoreQueue); empty for the default store
+	// (claimcheck.DefaultStoreName) and for outbox entries.
+	Store string `json:"store,omitempty"`
 
 	ticket *claimcheck.Ticket
 	result *claimcheck.Ticket
@@ -67,6 +71,11 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 		Dead:     row.State == rivertype.JobStateCancelled || row.State == rivertype.JobStateDiscarded,
 		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, Priority: row.Priority, TicketBytes: len(args.Ticket),
 		ArgsBytes: len(compactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt, FinalizedAt: row.FinalizedAt,
+	}
+	if _, outbox := isOutboxQueue(row.Queue); !outbox {
+		if st := queueStore(row.Queue); st != claimcheck.DefaultStoreName {
+			j.Store = st
+		}
 	}
 	if t, err := claimcheck.ParseTicket(args.Ticket); err == nil {
 		j.ticket, j.Inline, j.Size, j.SHA256 = t, t.IsInline(), t.Size, t.DigestPrefix()
@@ -387,7 +396,11 @@ func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 		return nil, fmt.Errorf("pipeline: replay job %d in state %s: %w", id, j.State, ErrNotDead)
 	}
 	if t := j.ticket; t != nil && !t.IsInline() {
-		info, err := p.store.Stat(ctx, t)
+		st, err := p.storeFor(t)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: replay job %d: %w", id, err)
+		}
+		info, err := st.Stat(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: replay job %d: check its payload: %w", id, err)
 		}
@@ -395,7 +408,7 @@ func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 			return nil, fmt.Errorf("pipeline: replay job %d (%s): %w: %w", id, t, ErrPayloadGone, claimcheck.ErrPayloadMissing)
 		}
 		if t.Manifest {
-			if err := p.documentsExist(ctx, id, t); err != nil {
+			if err := p.documentsExist(ctx, st, id, t); err != nil {
 				return nil, err
 			}
 		}
@@ -410,13 +423,13 @@ func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 // documentsExist checks that every document t's manifest lists still
 // exists: ErrPayloadGone, naming the first missing one (by name, never
 // key), when one does not.
-func (p *Pipeline) documentsExist(ctx context.Context, id int64, t *claimcheck.Ticket) error {
-	m, err := p.store.ReadManifest(ctx, t)
+func (p *Pipeline) documentsExist(ctx context.Context, st *claimcheck.Store, id int64, t *claimcheck.Ticket) error {
+	m, err := st.ReadManifest(ctx, t)
 	if err != nil {
 		return fmt.Errorf("pipeline: replay job %d: read its manifest: %w", id, err)
 	}
 	check := func(name string, d *claimcheck.Ticket) error {
-		info, err := p.store.Stat(ctx, d)
+		info, err := st.Stat(ctx, d)
 		if err != nil {
 			return fmt.Errorf("pipeline: replay job %d: check its %s: %w", id, documentName(name), err)
 		}
@@ -479,7 +492,11 @@ func (p *Pipeline) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *cl
 	if j.result == nil {
 		return nil, nil, fmt.Errorf("pipeline: job %d (%s): %w", id, j.State, ErrNoResult)
 	}
-	pl, err := p.store.Claim(j.result)
+	st, err := p.storeFor(j.result)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
+	}
+	pl, err := st.Claim(j.result)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -47,15 +47,14 @@ func databaseID(ctx context.Context, db *sql.DB, create bool) (string, error) {
 // the ownership marker of every store namespace it owns.
 func (p *Pipeline) DatabaseID() string { return p.dbID }
 
-// claimNamespace makes sure this job database owns the store's namespace
+// claimNamespace makes sure this job database owns store's namespace
 // before anything reads or deletes objects in it: it writes the marker on
 // first use (unless readOnly), records the namespace in the database, and
 // refuses a namespace whose marker names another database.
 //
 // Errors: claimcheck.ErrNamespaceOwned with claimcheck.ErrConfig, naming
 // both databases; the store's and the database's errors, wrapped.
-func (p *Pipeline) claimNamespace(ctx context.Context, database string, readOnly bool) error {
-	store := p.store
+func (p *Pipeline) claimNamespace(ctx context.Context, store *claimcheck.Store, database string, readOnly bool) error {
 	var owner *claimcheck.NamespaceOwner
 	var err error
 	if readOnly {

@@ -100,8 +100,18 @@ type Config struct {
 	// little: the cache is what would otherwise let its memory grow with
 	// the job table, up to the cap. Ignored for PostgreSQL.
 	SQLiteCacheKiB int
-	// Store holds the payloads. Required; the Pipeline does not close it.
+	// Store holds the payloads: the default store, where a job goes when
+	// EnqueueOptions.Store names none. Required; the Pipeline does not
+	// close it.
 	Store *claimcheck.Store
+	// Stores are further named stores (each by its
+	// claimcheck.Options.Name, valid per ValidateStoreName, no two alike
+	// nor like Store's), for producers that name the store a job's
+	// payload goes to (EnqueueOptions.Store) and for workers pinned to
+	// their region: Work takes only jobs of Store and Stores, leaving the
+	// others' jobs in their queues for workers that have those stores
+	// (StoreQueue). Optional; the Pipeline does not close them.
+	Stores []*claimcheck.Store
 	// MaxAttempts of a job that fails transiently, before it is discarded
 	// (dead). Default DefaultMaxAttempts.
 	MaxAttempts int
@@ -146,11 +156,15 @@ type Pipeline struct {
 	cfg     Config
 	db      *sql.DB
 	dialect dbopen.Dialect
-	store   *claimcheck.Store
-	driver  riverdriver.Driver[*sql.Tx]
-	client  *river.Client[*sql.Tx] // insert-only client
-	logger  *slog.Logger
-	dbID    string // claimcheck_meta's database_id (namespace.go)
+	store   *claimcheck.Store // the default store (Config.Store)
+	// stores are every store by name, the default one included;
+	// storeNames their names, the default store's first.
+	stores     map[string]*claimcheck.Store
+	storeNames []string
+	driver     riverdriver.Driver[*sql.Tx]
+	client     *river.Client[*sql.Tx] // insert-only client
+	logger     *slog.Logger
+	dbID       string // claimcheck_meta's database_id (namespace.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -195,9 +209,9 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		cfg.Retry.Window = claimcheck.RetryWindow(cfg.MaxAttempts, cfg.JobTimeout, cfg.Lease)
 	}
 	cfg.Retry = cfg.Retry.WithDefaults()
-	if need := claimcheck.InlineTicketSize(cfg.Store.InlineThreshold()) + argsOverhead; need > cfg.MaxMessageSize {
-		return nil, fmt.Errorf("pipeline: inline threshold of %d bytes makes job arguments of up to %d bytes, above the maximum message size of %d bytes: %w",
-			cfg.Store.InlineThreshold(), need, cfg.MaxMessageSize, claimcheck.ErrConfig)
+	stores, storeNames, err := initStores(&cfg)
+	if err != nil {
+		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -219,9 +233,13 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		_ = d.db.Close()
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: d.db, dialect: d.target.Dialect, store: cfg.Store, driver: d.driver, logger: logger}
+	p := &Pipeline{cfg: cfg, db: d.db, dialect: d.target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.driver, logger: logger}
 	if p.dbID, err = databaseID(ctx, d.db, !cfg.ReadOnly); err == nil {
-		err = p.claimNamespace(ctx, d.target.String(), cfg.ReadOnly)
+		for _, st := range p.Stores() {
+			if err = p.claimNamespace(ctx, st, d.target.String(), cfg.ReadOnly); err != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		_ = d.db.Close()
@@ -262,7 +280,8 @@ func (p *Pipeline) DB() *sql.DB { return p.db }
 // whose own SQL differs between them.
 func (p *Pipeline) Dialect() string { return string(p.dialect) }
 
-// Store is the pipeline's object store.
+// Store is the pipeline's default object store (Config.Store); Stores
+// lists every store.
 func (p *Pipeline) Store() *claimcheck.Store { return p.store }
 
 // DeadLetterRetention is how long dead jobs are kept before pruning.
@@ -276,10 +295,13 @@ var kindRegexp = regexp.MustCompile(`^[a-z0-9]+(?:[_-]?[a-z0-9]+)*$`)
 // ValidateKind checks a job kind: 2 to 64 lowercase letters and digits,
 // single '-' or '_' between them (River's queue-name rule, plus its 2-byte
 // minimum for kinds), not starting with "claimcheck-outbox-" (the outbox's
-// queues).
+// queues) or "claimcheck-store-" (named stores' queues, StoreQueue).
 func ValidateKind(kind string) error {
 	if strings.HasPrefix(kind, outboxQueuePrefix) {
 		return fmt.Errorf("kind %q is invalid: names starting with %q are reserved for the outbox", truncateName(kind), outboxQueuePrefix)
+	}
+	if strings.HasPrefix(kind, storeQueuePrefix) {
+		return fmt.Errorf("kind %q is invalid: names starting with %q are reserved for the queues of named stores", truncateName(kind), storeQueuePrefix)
 	}
 	if len(kind) < 2 || len(kind) > 64 || !kindRegexp.MatchString(kind) {
 		shown := kind

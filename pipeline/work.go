@@ -120,17 +120,29 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 1
 	}
-	queues := make(map[string]river.QueueConfig, len(opts.Handlers))
-	kinds := make([]string, 0, len(opts.Handlers))
+	queues := make(map[string]river.QueueConfig, len(opts.Handlers)*len(p.storeNames))
+	names := make([]string, 0, len(opts.Handlers)*len(p.storeNames))
 	for kind := range opts.Handlers {
 		if err := ValidateKind(kind); err != nil {
 			return fmt.Errorf("pipeline: work: %v: %w", err, claimcheck.ErrConfig)
 		}
-		queues[kind] = river.QueueConfig{MaxWorkers: opts.Concurrency}
-		kinds = append(kinds, kind)
+		// Only the queues of the stores this pipeline has: the jobs of
+		// any other store are never fetched here.
+		for _, store := range p.storeNames {
+			q, err := StoreQueue(store, kind)
+			if err != nil {
+				return fmt.Errorf("pipeline: work: %v: %w", err, claimcheck.ErrConfig)
+			}
+			queues[q] = river.QueueConfig{MaxWorkers: opts.Concurrency}
+			names = append(names, q)
+		}
 	}
-	slices.Sort(kinds)
+	slices.Sort(names)
 	if opts.Broker != nil {
+		if len(p.storeNames) > 1 {
+			return fmt.Errorf("pipeline: work: a broker worker works the tickets of one store, and this pipeline has %d (%s): run one worker per store, each with that store alone and its own queue: %w",
+				len(p.storeNames), p.storeList(), claimcheck.ErrConfig)
+		}
 		return p.workBroker(ctx, opts)
 	}
 	w := &worker{p: p, handlers: opts.Handlers, onDone: opts.OnDone, running: newRunning()}
@@ -138,7 +150,7 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
 	}
-	return p.runClient(ctx, workers, queues, kinds, opts.UntilEmpty, drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify, running: w.running,
+	return p.runClient(ctx, workers, queues, names, opts.UntilEmpty, drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify, running: w.running,
 		filter: func(lp *river.JobListParams) *river.JobListParams { return tenantFilter(lp, p.store.Tenants()) }})
 }
 
@@ -236,7 +248,8 @@ var pendingStates = []rivertype.JobState{
 // a job running elsewhere.
 const waitNotice = 30 * time.Second
 
-// waitEmpty polls, one row at a time, until no job of kinds is pending.
+// waitEmpty polls, one row at a time, until no job of the queues kinds is
+// pending.
 // Every waitNotice it names the jobs running on other workers it waits
 // for, and when each would be rescued if its worker is gone.
 func (p *Pipeline) waitEmpty(ctx context.Context, kinds []string, d drainOptions) error {
@@ -334,7 +347,18 @@ var errReleased = errors.New("worker stopping: job released to the queue")
 var errLeaseLost = errors.New("job lease lost: rescued or released while this worker could not renew it")
 
 func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error) {
-	if !w.p.store.Serves(job.Args.Tenant) {
+	st := w.p.stores[queueStore(job.Queue)]
+	if st == nil {
+		// A job of a store this worker lacks. Work subscribes only to its
+		// stores' queues, so this should not happen; if it does, the job
+		// is left untouched, nothing fetched and no attempt spent, for a
+		// worker that has the store.
+		if w.onDone != nil {
+			w.onDone(Outcome{JobID: job.ID, Kind: job.Args.JobKind, Attempt: job.Attempt, State: JobLeft})
+		}
+		return river.JobSnooze(leaveDelay(job.Metadata))
+	}
+	if !st.Serves(job.Args.Tenant) {
 		// Another tenant's job: back to its queue untouched, nothing
 		// fetched, no attempt spent (River's snooze), for a worker that
 		// serves the tenant. A ticket whose own tenant this worker does
@@ -357,7 +381,7 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 	defer stopBeat()
 
 	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Attempt: job.Attempt}
-	err = w.attempt(ctx, job)
+	err = w.attempt(ctx, st, job)
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:
@@ -452,7 +476,7 @@ func (e *waitError) Unwrap() []error { return []error{e.snooze, e.err} }
 
 // attempt is one attempt at job: validate its ticket, claim and verify the
 // payload, run the handler, then keep its result (finish).
-func (w *worker) attempt(ctx context.Context, job *river.Job[jobArgs]) error {
+func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs]) error {
 	t, err := claimcheck.ParseTicket(compactJSON(job.Args.Ticket))
 	if err != nil {
 		return err
@@ -462,12 +486,12 @@ func (w *worker) attempt(ctx context.Context, job *river.Job[jobArgs]) error {
 		return fmt.Errorf("pipeline: no handler for kind %q in this worker", job.Args.JobKind)
 	}
 	cj := &claimcheck.Job{ID: strconv.FormatInt(job.ID, 10), Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
-	res, done, err := w.p.store.Run(ctx, cj, t, h)
+	res, done, err := st.Run(ctx, cj, t, h)
 	if err != nil {
 		return err
 	}
 	defer done()
-	return w.finish(ctx, job, res)
+	return w.finish(ctx, st, job, res)
 }
 
 // finish keeps a handler's finished work: the result's check-in, its
@@ -484,7 +508,7 @@ func (w *worker) attempt(ctx context.Context, job *river.Job[jobArgs]) error {
 // sweep removed it), the result is checked in again and the completion
 // retried. If finish gives up, the result's intent goes: its object is
 // litter a sweep removes, and the next attempt checks the result in anew.
-func (w *worker) finish(ctx context.Context, job *river.Job[jobArgs], res *claimcheck.Result) (ferr error) {
+func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs], res *claimcheck.Result) (ferr error) {
 	var rt *claimcheck.Ticket
 	checkIn := func() error { return nil }
 	if res != nil && res.Body != nil {
@@ -499,7 +523,7 @@ func (w *worker) finish(ctx context.Context, job *river.Job[jobArgs], res *claim
 					return claimcheck.Permanent(fmt.Errorf("pipeline: rewind the result: %w", err))
 				}
 				var err error
-				rt, err = w.p.CheckIn(ctx, job.Args.Tenant, body, &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true})
+				rt, err = w.p.checkInTo(ctx, st, job.Args.Tenant, body, &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true})
 				if err != nil {
 					return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
 				}
