@@ -81,8 +81,21 @@ func (o *doctorOptions) run(ctx context.Context, s streams) error {
 		}}
 	} else {
 		defer e.Close()
-		if rep, err = ops.Doctor(ctx, ops.DoctorOptions{Pipeline: e.pipe, Retention: r, StoreURL: g.store}); err != nil {
-			return err
+		// Each configured store is checked (--store NAME=URL); with
+		// several, each row names its store.
+		rep = &ops.Report{}
+		for i, st := range e.stores {
+			one, err := ops.Doctor(ctx, ops.DoctorOptions{Pipeline: e.pipe, Store: st, Retention: r, StoreURL: e.specs[i].url})
+			if err != nil {
+				return err
+			}
+			for _, c := range one.Checks {
+				if len(e.stores) > 1 {
+					c.Name += " [store " + e.specs[i].label() + "]"
+				}
+				rep.Checks = append(rep.Checks, c)
+			}
+			rep.Elapsed += one.Elapsed
 		}
 	}
 	return finishChecks(s.out, g.json, "doctor", rep)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gocloud.dev/secrets"
@@ -18,9 +19,13 @@ import (
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
-// env is an opened data directory: store and pipeline.
+// env is an opened data directory: stores and pipeline.
 type env struct {
-	store  *claimcheck.Store
+	store *claimcheck.Store // the primary store (globals.store)
+	// stores are every store opened, the primary first, each with the
+	// --store it came from (specs).
+	stores []*claimcheck.Store
+	specs  []storeSpec
 	pipe   *pipeline.Pipeline
 	data   string
 	keeper *secrets.Keeper
@@ -30,7 +35,9 @@ func (e *env) spoolDir() string { return filepath.Join(e.data, "tmp") }
 
 func (e *env) Close() {
 	e.pipe.Close()
-	e.store.Close()
+	for _, st := range e.stores {
+		st.Close()
+	}
 	if e.keeper != nil {
 		e.keeper.Close()
 	}
@@ -111,10 +118,10 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 			return nil, usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)")
 		}
 	}
-	if strings.HasPrefix(g.store, "mem://") && !o.memOK {
+	if slices.ContainsFunc(g.stores, func(s storeSpec) bool { return strings.HasPrefix(s.url, "mem://") }) && !o.memOK {
 		return nil, usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store")
 	}
-	storeURL, database := g.locations(data)
+	_, database := g.locations(data)
 	if g.database == "" {
 		if _, err := os.Stat(filepath.Join(data, "claimcheck.db")); o.readOnly && errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data)
@@ -132,35 +139,48 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{
-		Secret:          secret,
-		SignTickets:     secret != nil,
-		Keeper:          keeper,
-		KeeperID:        keyID,
-		Tenants:         o.tenants,
-		InlineThreshold: threshold,
-		AlwaysOffload:   g.alwaysOffload || o.alwaysOffload,
-		MaxPayloadSize:  g.maxPayloadSize,
-		SpoolDir:        spool,
-	})
-	if err != nil {
+	e := &env{data: data, keeper: keeper, specs: g.storeSpecs(data)}
+	fail := func(err error) (*env, error) {
+		for _, st := range e.stores {
+			st.Close()
+		}
 		if keeper != nil {
 			keeper.Close()
 		}
 		return nil, err
 	}
+	for _, spec := range e.specs {
+		st, err := claimcheck.OpenStore(ctx, spec.url, &claimcheck.Options{
+			Name:            spec.name,
+			Secret:          secret,
+			SignTickets:     secret != nil,
+			Keeper:          keeper,
+			KeeperID:        keyID,
+			Tenants:         o.tenants,
+			InlineThreshold: threshold,
+			AlwaysOffload:   g.alwaysOffload || o.alwaysOffload,
+			MaxPayloadSize:  g.maxPayloadSize,
+			SpoolDir:        spool,
+		})
+		if err != nil {
+			if len(e.specs) > 1 {
+				err = fmt.Errorf("store %s: %w", spec.label(), err)
+			}
+			return fail(err)
+		}
+		e.stores = append(e.stores, st)
+	}
+	e.store = e.stores[0]
 	logger, err := g.logger()
 	if err != nil {
-		store.Close()
-		return nil, err
+		return fail(err)
 	}
-	pipe, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: o.sqliteCacheKiB,
+	e.pipe, err = pipeline.Open(ctx, pipeline.Config{Database: database, Store: e.store, Stores: e.stores[1:], MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: o.sqliteCacheKiB,
 		ReadOnly: o.readOnly, MustExist: o.readOnly, NoWrites: o.noWrites})
 	if err != nil {
-		store.Close()
-		return nil, err
+		return fail(err)
 	}
-	return &env{store: store, pipe: pipe, data: data, keeper: keeper}, nil
+	return e, nil
 }
 
 // logger is the --log-level logger on standard error, or nil when off.

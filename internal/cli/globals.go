@@ -18,8 +18,16 @@ import (
 // variable that sets its default. Subcommands read them and never write
 // them: a subcommand's own settings are in its options (see options).
 type globals struct {
-	data            string
+	data string
+	// store is the URL of the store submit uses when --store-name names
+	// none (the primary store, stores.go): the unnamed --store, else the
+	// first named one; "" for the data directory's file store. storeName
+	// is its logical name ("" for claimcheck.DefaultStoreName), stores
+	// every --store as given, storeErr the first bad one.
 	store           string
+	storeName       string
+	stores          []storeSpec
+	storeErr        error
 	database        string
 	secretHex       string
 	keeper          string
@@ -75,6 +83,9 @@ func envBool(name string, errs *[]error) bool {
 func (g *globals) validate() error {
 	if len(g.envErrs) > 0 {
 		return usageError{errors.Join(g.envErrs...)}
+	}
+	if g.storeErr != nil {
+		return usageError{g.storeErr}
 	}
 	switch {
 	case g.inlineThreshold < 0 || g.inlineThreshold > claimcheck.MaxInlineThreshold:

@@ -53,13 +53,18 @@ type attachmentHalf struct {
 	half
 }
 
-func inspectHalf(ctx context.Context, s *claimcheck.Store, storeURL string, t *claimcheck.Ticket, reveal bool) *half {
+func inspectHalf(ctx context.Context, e *env, t *claimcheck.Ticket, reveal bool) *half {
 	if t == nil {
 		return nil
 	}
+	s, storeURL, serr := e.storeFor(t)
 	h := &half{Tenant: t.Tenant, Key: t.RedactedKey(), SHA256: t.DigestPrefix(), Size: t.Size, ContentType: t.ContentType, Created: t.Created, Inline: t.IsInline()}
 	if reveal {
 		h.Key, h.SHA256 = t.Key, t.SHA256
+	}
+	if serr != nil {
+		h.ObjectError = claimcheck.Reason(serr)
+		return h
 	}
 	info, err := s.Stat(ctx, t)
 	if err != nil {
@@ -123,14 +128,14 @@ func (o *inspectOptions) runIn(ctx context.Context, s streams, e *env) error {
 	if err != nil {
 		return err
 	}
-	in := inspection{Job: j, Payload: inspectHalf(ctx, e.store, g.store, j.Ticket(), o.reveal), Result: inspectHalf(ctx, e.store, g.store, j.ResultTicket(), o.reveal)}
+	in := inspection{Job: j, Payload: inspectHalf(ctx, e, j.Ticket(), o.reveal), Result: inspectHalf(ctx, e, j.ResultTicket(), o.reveal)}
 	if t := j.Ticket(); t != nil && t.Manifest {
-		if m, err := e.store.ReadManifest(ctx, t); err != nil {
+		if m, err := e.readManifest(ctx, t); err != nil {
 			in.ManifestError = claimcheck.Reason(err)
 		} else {
-			in.Main = inspectHalf(ctx, e.store, g.store, m.Payload, o.reveal)
+			in.Main = inspectHalf(ctx, e, m.Payload, o.reveal)
 			for _, a := range m.Attachments {
-				in.Attachments = append(in.Attachments, attachmentHalf{Name: a.Name, half: *inspectHalf(ctx, e.store, g.store, a.Ticket, o.reveal)})
+				in.Attachments = append(in.Attachments, attachmentHalf{Name: a.Name, half: *inspectHalf(ctx, e, a.Ticket, o.reveal)})
 			}
 		}
 	}

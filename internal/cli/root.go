@@ -138,7 +138,9 @@ in the data directory.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	f := root.PersistentFlags()
 	f.StringVar(&g.data, "data", envOr("CLAIMCHECK_DATA", "./claimcheck-data"), "data directory: embedded database, file store, temporary files (env CLAIMCHECK_DATA)")
-	f.StringVar(&g.store, "store", envOr("CLAIMCHECK_STORE", ""), "object store URL, e.g. file:///abs/dir or mem:// (env CLAIMCHECK_STORE; default file store in the data directory)")
+	stores := &storeFlag{g: g}
+	stores.setEnv(os.Getenv("CLAIMCHECK_STORE"))
+	f.Var(stores, "store", "object store URL, e.g. file:///abs/dir or mem://, or NAME=URL for a named store (repeatable: one default store and any named ones; workers take only the jobs of their stores; env CLAIMCHECK_STORE, several separated by spaces; default file store in the data directory)")
 	f.StringVar(&g.database, "database", envOr("CLAIMCHECK_DATABASE", ""), "job database URL: sqlite:///abs/file.db or postgres://user@host:5432/db (env CLAIMCHECK_DATABASE; default SQLite in the data directory); a SQLite file that does not exist is created only by the commands that set up or use a deployment (submit, work, run, relay, doctor, verify, migrate, bench), refused by the others")
 	f.StringVar(&g.secretHex, "secret", envOr("CLAIMCHECK_SECRET", ""), "deployment secret, hex, at least 16 bytes: salts content-addressed keys per tenant and signs tickets; unsigned or altered tickets are then refused (env CLAIMCHECK_SECRET)")
 	f.StringVar(&g.keeper, "keeper", envOr("CLAIMCHECK_KEEPER", ""), "key-encryption keeper URL for payload encryption (gocloud.dev/secrets: base64key://, awskms://), or \"none\"; default: a local key file created in <data>/keys (env CLAIMCHECK_KEEPER)")

@@ -31,6 +31,10 @@ type submitted struct {
 	Priority    int    `json:"priority"`
 	// Attachments are the job's attachments' names, in order (--attach).
 	Attachments []string `json:"attachments,omitempty"`
+	// Store is the named store the job's documents went to (--store-name,
+	// or the first named --store when none is unnamed); empty for the
+	// default store.
+	Store string `json:"store,omitempty"`
 }
 
 // submitOptions are the options of submit.
@@ -39,6 +43,7 @@ type submitOptions struct {
 	kind, tenant, idem, contentType, name, version string
 	allowEmpty, strict                             bool
 	priority                                       int
+	storeName                                      string   // --store-name
 	prioritySet                                    bool     // --priority was given
 	file                                           string   // FILE or "-"; "" for none (only with --attach)
 	attach                                         []string // --attach NAME=FILE, as given
@@ -61,6 +66,11 @@ func (o *submitOptions) Validate() error {
 	}
 	if err := o.parseAttachments(); err != nil {
 		return err
+	}
+	if o.storeName != "" {
+		if err := pipeline.ValidateStoreName(o.storeName); err != nil {
+			return usagef("--store-name: %v", err)
+		}
 	}
 	if !o.prioritySet {
 		return nil
@@ -117,7 +127,7 @@ func submitArgs(cmd *cobra.Command, args []string) error {
 func newSubmit(g *globals) *cobra.Command {
 	o := &submitOptions{g: g}
 	c := &cobra.Command{
-		Use:   "submit --kind K --tenant T [--idempotency-key X] [--priority N] [--attach NAME=FILE]... [FILE|-]",
+		Use:   "submit --kind K --tenant T [--idempotency-key X] [--priority N] [--attach NAME=FILE]... [--store-name NAME] [FILE|-]",
 		Short: "Check a payload in and enqueue one job carrying its ticket",
 		Long: `Check a payload in (a file, or standard input with "-") and enqueue one job of
 kind K for tenant T. The payload is stored before the job exists. With an
@@ -142,7 +152,12 @@ ticket the job carries (at most 512 bytes however many there are). The job
 is enqueued only once all are stored, and not at all if one fails. FILE is
 then optional (a job of attachments only). Names are plain file names:
 A-Z, a-z, 0-9, '.', '_', '-', '+', at most 64 bytes, no path separators,
-no "..", not starting with '.', each given once.`,
+no "..", not starting with '.', each given once.
+
+--store-name NAME sends the payload, its attachments and later its result
+to the store configured as --store NAME=URL (default: the unnamed --store,
+or the first --store when every one is named); only workers that have that
+store take the job.`,
 		Args: submitArgs,
 		RunE: runE(o, func(cmd *cobra.Command, args []string) {
 			o.file, o.prioritySet = "", cmd.Flags().Changed("priority")
@@ -160,6 +175,7 @@ no "..", not starting with '.', each given once.`,
 	c.Flags().BoolVar(&o.strict, "strict", false, "refuse to start (exit 2) when the bucket's lifecycle expires payloads/ or results/ sooner than claimcheck retention requires (default: a warning on standard error)")
 	c.Flags().BoolVar(&o.allowEmpty, "allow-empty", false, "accept an empty (0-byte) payload")
 	c.Flags().StringArrayVar(&o.attach, "attach", nil, "attach a named document, NAME=FILE (repeatable): the handler gets it by name, an --exec command in $CLAIMCHECK_ATTACHMENTS_DIR/NAME")
+	c.Flags().StringVar(&o.storeName, "store-name", "", "the store the payload goes to, one configured with --store NAME=URL (default: the default store); only workers with that store take the job")
 	c.Flags().IntVar(&o.priority, "priority", pipeline.DefaultPriority, "job priority, 1 (highest) to 4 (lowest); with --broker only on a queue with priorities (RabbitMQ max_priority=4)")
 	return c
 }
@@ -211,6 +227,10 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer e.Close()
+	st, err := e.pipe.StoreNamed(o.storeName)
+	if err != nil {
+		return usagef("--store-name %s: no such store: this command has %s; add it with --store %s=URL (or CLAIMCHECK_STORE)", o.storeName, e.storeLabels(), o.storeName)
+	}
 	if err := e.startupChecks(ctx, g, s.err, o.strict); err != nil {
 		return err
 	}
@@ -257,6 +277,7 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		Broker:         g.brokerBinding(),
 		Priority:       priority,
 		Attachments:    atts,
+		Store:          o.storeName,
 	})
 	bar.done(err)
 	if err != nil {
@@ -270,6 +291,9 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	for _, a := range o.attachments {
 		out.Attachments = append(out.Attachments, a.name)
 	}
+	if st.Name() != claimcheck.DefaultStoreName {
+		out.Store = st.Name()
+	}
 	if g.json {
 		return printJSON(s.out, out)
 	}
@@ -279,6 +303,9 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	}
 	fmt.Fprintf(s.out, "job %d %s: kind=%s tenant=%s priority=%d size=%d sha256=%s… %s ticket=%d bytes",
 		out.ID, verb, o.kind, o.tenant, out.Priority, out.Size, out.SHA256, placement(out.Inline), out.TicketBytes)
+	if out.Store != "" {
+		fmt.Fprintf(s.out, " store=%s", out.Store)
+	}
 	if len(out.Attachments) > 0 {
 		fmt.Fprintf(s.out, " attachments=%s (size and sha256 are the manifest's)", strings.Join(out.Attachments, ","))
 	}

@@ -150,11 +150,17 @@ type sweepPrinter struct {
 	w                    io.Writer
 	json, reveal, dryRun bool
 	n                    int
+	store                string // the store's name when several are swept
 }
 
 func (p *sweepPrinter) start() {
 	if p.json {
-		fmt.Fprintf(p.w, "{\n\"entries\": [")
+		if p.store != "" {
+			fmt.Fprintf(p.w, "{\n\"store\": %q,", p.store)
+		} else {
+			fmt.Fprint(p.w, "{")
+		}
+		fmt.Fprintf(p.w, "\n\"entries\": [")
 		return
 	}
 	fmt.Fprintf(p.w, "%-12s  %-12s  %9s  %8s  %-36s  %s\n", "ACTION", "REASON", "SIZE", "AGE", "OBJECT", "WHY")
@@ -197,7 +203,7 @@ func (p *sweepPrinter) entry(e sweep.Entry) error {
 }
 
 func (p *sweepPrinter) finish(rep *sweep.Report, inboxPruned int64, err error) {
-	s := sweepSummary{InboxPruned: inboxPruned, DryRun: rep.DryRun, Grace: claimcheck.FormatDuration(rep.Grace), Prefixes: rep.Prefixes, Listed: rep.Listed,
+	s := sweepSummary{InboxPruned: max(inboxPruned, 0), DryRun: rep.DryRun, Grace: claimcheck.FormatDuration(rep.Grace), Prefixes: rep.Prefixes, Listed: rep.Listed,
 		Removed: rep.Removed, RemovedBytes: rep.RemovedBytes, Kept: rep.Kept, ByReason: rep.ByReason, RemovedBy: rep.RemovedByReason, Pages: rep.Pages, Queries: rep.Queries,
 		Elapsed: rep.Elapsed.Round(time.Millisecond).String()}
 	if len(rep.Expiry) > 0 {
@@ -211,7 +217,10 @@ func (p *sweepPrinter) finish(rep *sweep.Report, inboxPruned int64, err error) {
 	}
 	if p.json {
 		b, _ := json.MarshalIndent(s, "", "  ")
-		fmt.Fprintf(p.w, "\n],\n\"summary\": %s\n}\n", b)
+		fmt.Fprintf(p.w, "\n],\n\"summary\": %s\n}", b)
+		if p.store == "" {
+			fmt.Fprintln(p.w)
+		}
 		return
 	}
 	verb, keep := "removed", "kept"
@@ -238,7 +247,7 @@ func (p *sweepPrinter) finish(rep *sweep.Report, inboxPruned int64, err error) {
 	fmt.Fprintf(p.w, "\n%s %s (%s), %s %s%s; listed %d under %s in %d pages\n",
 		verb, objects(rep.Removed), removedText, keep, objects(rep.Kept), keptText,
 		rep.Listed, strings.Join(rep.Prefixes, " and "), rep.Pages)
-	if !rep.DryRun && err == nil {
+	if !rep.DryRun && err == nil && inboxPruned >= 0 {
 		fmt.Fprintf(p.w, "inbox: forgot %s settled before the inbox retention\n", count(inboxPruned, "broker message"))
 	}
 	if err != nil {
@@ -264,20 +273,58 @@ func (o *sweepOptions) runIn(ctx context.Context, s streams, e *env) error {
 		return usagef("--inbox-retention %s is shorter than the dead-letter retention (%s): a replayable broker dead letter would lose its record",
 			claimcheck.FormatDuration(inboxAge), claimcheck.FormatDuration(e.pipe.DeadLetterRetention()))
 	}
-	opts.Store, opts.DB = e.store, e.pipe.DB()
-	p := &sweepPrinter{w: s.out, json: g.json, reveal: o.reveal, dryRun: o.dryRun}
-	opts.OnEntry = p.entry
-	p.start()
-	rep, err := sweep.Sweep(ctx, opts)
-	if rep == nil { // refused before it began
-		return err
+	// Each configured store is swept in turn (--store NAME=URL), each
+	// with its own table and summary, headed by its name when there are
+	// several; --json then prints {"stores": [{"store": NAME, "entries":
+	// …, "summary": …}, …]}.
+	several := len(e.stores) > 1
+	if several && g.json {
+		fmt.Fprint(s.out, "{\"stores\": [\n")
 	}
-	// The inbox's records of settled broker messages go once the payloads
-	// and results they could concern have expired (Pipeline.PruneInbox).
-	var pruned int64
-	if err == nil && !o.dryRun {
-		pruned, err = e.pipe.PruneInbox(ctx, time.Now().Add(-inboxAge))
+	var firstErr error
+	for i, st := range e.stores {
+		opts.Store, opts.DB = st, e.pipe.DB()
+		p := &sweepPrinter{w: s.out, json: g.json, reveal: o.reveal, dryRun: o.dryRun}
+		if several {
+			p.store = e.specs[i].label()
+			if g.json && i > 0 {
+				fmt.Fprint(s.out, ",\n")
+			} else if !g.json {
+				if i > 0 {
+					fmt.Fprintln(s.out)
+				}
+				fmt.Fprintf(s.out, "store %s (%s)\n", p.store, st.Location())
+			}
+		}
+		opts.OnEntry = p.entry
+		p.start()
+		rep, err := sweep.Sweep(ctx, opts)
+		if rep == nil { // refused before it began
+			if several && g.json {
+				fmt.Fprint(s.out, "\n]}\n")
+			}
+			return err
+		}
+		// The inbox's records of settled broker messages go once the
+		// payloads and results they could concern have expired
+		// (Pipeline.PruneInbox), after the last store's sweep.
+		pruned := int64(-1) // not this store's: said after the last
+		if i == len(e.stores)-1 {
+			pruned = 0
+		}
+		if err == nil && !o.dryRun && pruned == 0 && firstErr == nil {
+			pruned, err = e.pipe.PruneInbox(ctx, time.Now().Add(-inboxAge))
+		}
+		p.finish(rep, pruned, err)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if err != nil && ctx.Err() != nil {
+			break
+		}
 	}
-	p.finish(rep, pruned, err)
-	return err
+	if several && g.json {
+		fmt.Fprint(s.out, "]}\n")
+	}
+	return firstErr
 }

@@ -95,14 +95,18 @@ func (o *urlOptions) runIn(ctx context.Context, s streams, e *env) error {
 		return fmt.Errorf("job %d (%s): %w", id, j.State, pipeline.ErrNoResult)
 	}
 	if !o.served {
-		u, err := e.store.PresignedURL(ctx, rt, ttl)
+		st, storeURL, err := e.storeFor(rt)
+		if err != nil {
+			return err
+		}
+		u, err := st.PresignedURL(ctx, rt, ttl)
 		switch {
 		case err == nil:
 			return printURL(s.out, g.json, u, ttl, servedByS3, rt)
 		case errors.Is(err, claimcheck.ErrNoPresignedURL):
 			// An unencrypted S3 store presigns unless the result
 			// is inline: say why this URL needs claimcheck serve.
-			if e.keeper == nil && isS3Store(g.store) {
+			if e.keeper == nil && isS3Store(storeURL) {
 				fmt.Fprintf(s.err, "note: no presigned URL for job %d's result (%s); this URL is answered by claimcheck serve\n",
 					id, strings.TrimSuffix(strings.TrimPrefix(err.Error(), "claimcheck: "), ": "+claimcheck.ErrNoPresignedURL.Error()))
 			}

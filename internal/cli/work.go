@@ -148,8 +148,14 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer e.Close()
+	if g.brokerURL != "" && len(e.stores) > 1 {
+		return usagef("work --broker works the tickets of one store, and this worker has %d (%s): run one worker per store, each with that store as its only --store and its own queue (docs/stores.md, \"Named stores\")", len(e.stores), e.storeLabels())
+	}
 	if err := e.startupChecks(ctx, g, s.err, o.strict); err != nil {
 		return err
+	}
+	if len(e.specs) > 1 || e.specs[0].name != "" {
+		fmt.Fprintf(s.err, "working the jobs of store %s only; jobs of other stores stay in their queues for workers that have them\n", e.storeLabels())
 	}
 	h := builtinHandlers()[o.kind]
 	if o.exec {
