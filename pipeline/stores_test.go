@@ -218,6 +218,8 @@ func TestNamedStoresPinWorkers(t *testing.T) {
 		}
 		completed("the eu worker", eu, euJob.JobID)
 		pending("the eu worker", usJob.JobID, usInline.JobID, defJob)
+		t.Logf("eu worker (store eu on %s): worked jobs %v, %d outcomes; jobs %d, %d (us) and %d (default) still available, 0 attempts, not dead",
+			eu.Location(), h.got(), len(outs), usJob.JobID, usInline.JobID, defJob)
 
 		// The us worker: us only.
 		h, outs = work(pipe(open("us", usURL)))
@@ -226,6 +228,7 @@ func TestNamedStoresPinWorkers(t *testing.T) {
 		}
 		completed("the us worker", us, usJob.JobID, usInline.JobID)
 		pending("the us worker", defJob)
+		t.Logf("us worker (store us on %s): worked jobs %v, completed on attempt 1, results in us; job %d (default) still available", us.Location(), h.got(), defJob)
 
 		// The default store's worker takes the job enqueued the old way.
 		h, _ = work(pipe(open("", defURL)))
@@ -233,6 +236,7 @@ func TestNamedStoresPinWorkers(t *testing.T) {
 			t.Fatalf("default worker worked jobs %v, want [%d]", got, defJob)
 		}
 		completed("the default worker", def, defJob)
+		t.Logf("default worker: worked job %v (enqueued in queue %q, as before named stores)", h.got(), "docs")
 
 		// Results read back from their stores, in a process that has them.
 		for _, id := range []int64{euJob.JobID, usJob.JobID, defJob} {

@@ -155,7 +155,11 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	if len(e.specs) > 1 || e.specs[0].name != "" {
-		fmt.Fprintf(s.err, "working the jobs of store %s only; jobs of other stores stay in their queues for workers that have them\n", e.storeLabels())
+		which := "store"
+		if len(e.specs) > 1 {
+			which = "stores"
+		}
+		fmt.Fprintf(s.err, "working the jobs of %s %s only; jobs of other stores stay in their queues for workers that have them\n", which, e.storeLabels())
 	}
 	h := builtinHandlers()[o.kind]
 	if o.exec {
