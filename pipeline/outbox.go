@@ -33,8 +33,9 @@ import (
 const outboxQueuePrefix = "claimcheck-outbox-"
 
 // MaxDestinationLen is the longest destination name, in bytes: River's
-// 128-byte queue names, less the prefix, with room to spare.
-const MaxDestinationLen = 48
+// longest queue name (64 characters, river.Client's queue validation)
+// less the 18 bytes of outboxQueuePrefix.
+const MaxDestinationLen = 46
 
 // ValidateDestination checks an outbox destination name: 2 to
 // MaxDestinationLen characters a-z, 0-9, single '-' or '_' between them

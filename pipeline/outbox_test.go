@@ -258,6 +258,11 @@ func TestOutboxValidation(t *testing.T) {
 			t.Errorf("destinations %q: err = %v, want ErrTicketInvalid", opts.Destinations, err)
 		}
 	}
+	// The longest destination still makes a queue name River accepts.
+	longest := strings.Repeat("d", MaxDestinationLen)
+	if _, err := b.p.Enqueue(b.ctx, "pages", "acme", strings.NewReader("z"), &EnqueueOptions{Destinations: []string{longest}}); err != nil {
+		t.Errorf("a destination of %d bytes: %v", MaxDestinationLen, err)
+	}
 	if err := ValidateKind(outboxQueuePrefix + "billing"); err == nil {
 		t.Error("a kind in the outbox's queue space was accepted")
 	}
@@ -266,5 +271,13 @@ func TestOutboxValidation(t *testing.T) {
 	}
 	if err := b.p.Relay(b.ctx, RelayOptions{Destination: "B!", Transport: brokertest.NewFake(1024)}); !errors.Is(err, claimcheck.ErrConfig) {
 		t.Errorf("relay with a bad destination: %v", err)
+	}
+}
+
+// MaxDestinationLen plus the outbox's prefix is River's 64-character queue
+// name limit.
+func TestMaxDestinationLen(t *testing.T) {
+	if n := len(outboxQueue(strings.Repeat("d", MaxDestinationLen))); n != 64 {
+		t.Fatalf("the longest outbox queue name is %d characters; River's limit is 64", n)
 	}
 }
