@@ -74,6 +74,20 @@ func IsLazy(h Handler) bool {
 // handler's error is returned wrapped; a failed result check-in is returned
 // as the store reported it.
 func (s *Store) Work(ctx context.Context, job *Job, t *Ticket, h Handler) (*Ticket, error) {
+	return s.WorkWith(ctx, job, t, h, s.CheckIn)
+}
+
+// CheckInFunc has Store.CheckIn's shape: it checks r in for tenant and
+// returns its ticket, with CheckIn's errors.
+type CheckInFunc func(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions) (*Ticket, error)
+
+// WorkWith is Work with the handler's result checked in by checkIn (its
+// CheckInOptions have Result set) instead of the store's own CheckIn: for
+// a worker whose check-in records more than the object, such as
+// pipeline.Pipeline.CheckIn, which commits a check-in intent first so no
+// sweep deletes the result before its registry row is written. Errors are
+// Work's, with checkIn's for the result.
+func (s *Store) WorkWith(ctx context.Context, job *Job, t *Ticket, h Handler, checkIn CheckInFunc) (*Ticket, error) {
 	res, done, err := s.Run(ctx, job, t, h)
 	if err != nil {
 		return nil, err
@@ -82,7 +96,7 @@ func (s *Store) Work(ctx context.Context, job *Job, t *Ticket, h Handler) (*Tick
 	if res == nil || res.Body == nil {
 		return nil, nil
 	}
-	rt, err := s.CheckIn(ctx, job.Tenant, res.Body, &CheckInOptions{ContentType: res.ContentType, Result: true})
+	rt, err := checkIn(ctx, job.Tenant, res.Body, &CheckInOptions{ContentType: res.ContentType, Result: true})
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: check in result of %s: %w", job.Kind, err)
 	}

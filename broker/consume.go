@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -97,6 +98,20 @@ type Inbox interface {
 	// Seen's Processed true for that message and queue; recording Released
 	// counts one more release of o.Delivery.
 	Record(ctx context.Context, o Outcome) error
+}
+
+// ResultCheckIn is implemented by an Inbox that checks handlers' results
+// in itself, so it can protect a result from the time its object is
+// written until Record commits the reference to it (the Outcome's Result).
+// Consume uses CheckInResult instead of the store's CheckIn when the Inbox
+// has it. pipeline.Pipeline's Inbox commits a check-in intent before the
+// object is written, and Record turns it into the result's registry row:
+// no sweep deletes the result in between, whatever the clocks
+// (docs/invariants.md).
+type ResultCheckIn interface {
+	// CheckInResult checks r in for tenant with opts (Result set), as
+	// claimcheck.Store.CheckIn does, with its errors.
+	CheckInResult(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error)
 }
 
 // Seen is what an Inbox holds for one message and consuming queue.
@@ -695,7 +710,11 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 	if o.Job > 0 {
 		job.ID = strconv.FormatInt(o.Job, 10) // the outbox entry, as jobs lists it
 	}
-	rt, err := store.Work(ctx, job, t, h)
+	checkIn := store.CheckIn
+	if rc, ok := opts.Inbox.(ResultCheckIn); ok {
+		checkIn = rc.CheckInResult
+	}
+	rt, err := store.WorkWith(ctx, job, t, h, checkIn)
 	if err != nil {
 		return fail(err, claimcheck.IsPermanent(err))
 	}

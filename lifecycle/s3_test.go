@@ -7,72 +7,24 @@ package lifecycle_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/claimcheck/claimcheck/lifecycle"
-	_ "github.com/claimcheck/claimcheck/stores/s3store" // s3:// URLs
+	"github.com/claimcheck/claimcheck/stores/s3store/s3test"
 )
-
-const s3URLEnv = "CLAIMCHECK_TEST_S3_URL"
 
 // s3Bucket returns a client for the server in $CLAIMCHECK_TEST_S3_URL and a
 // fresh, empty bucket on it, removed when t ends.
 func s3Bucket(t *testing.T) (*s3.Client, string) {
 	t.Helper()
-	raw := os.Getenv(s3URLEnv)
-	if raw == "" {
-		t.Skip(s3URLEnv + " is not set, so there is no S3 server to apply lifecycle rules to: " +
-			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatalf("%s: %v", s3URLEnv, err)
-	}
-	q := u.Query()
-	ctx := context.Background()
-	opts := []func(*config.LoadOptions) error{}
-	if r := q.Get("region"); r != "" {
-		opts = append(opts, config.WithRegion(r))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pathStyle, _ := strconv.ParseBool(q.Get("use_path_style"))
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		if ep := q.Get("endpoint"); ep != "" {
-			o.BaseEndpoint = aws.String(ep)
-		}
-		o.UsePathStyle = pathStyle
-	})
-	b := make([]byte, 6)
-	rand.Read(b)
-	bucket := "claimcheck-lifecycle-" + hex.EncodeToString(b)
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("create bucket %s: %v", bucket, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = client.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String(bucket)})
-		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
-			t.Errorf("delete bucket %s: %v", bucket, err)
-		}
-	})
-	return client, bucket
+	b := s3test.New(t, "lifecycle")
+	return b.Client, b.Name
 }
 
 func getRules(t *testing.T, c *s3.Client, bucket string) []types.LifecycleRule {

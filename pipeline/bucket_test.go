@@ -2,8 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"path/filepath"
@@ -17,8 +15,7 @@ import (
 	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
-	"github.com/claimcheck/claimcheck/internal/testenv"
-	_ "github.com/claimcheck/claimcheck/stores/s3store" // s3:// URLs
+	"github.com/claimcheck/claimcheck/stores/s3store/s3test"
 )
 
 // TestBucketRemovedJobsWait (issue 12, must-show 4, on SeaweedFS): jobs
@@ -30,27 +27,9 @@ import (
 // bucket from a missing object.
 func TestBucketRemovedJobsWait(t *testing.T) {
 	t.Parallel()
-	raw := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "scripts/seaweedfs.sh start && eval \"$(scripts/seaweedfs.sh env)\"")
 	ctx := t.Context()
-	shared, err := claimcheck.OpenStore(ctx, raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shared.Close()
-	var client *s3.Client
-	if !shared.Bucket().As(&client) {
-		t.Fatal("no S3 client")
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	bucket := "claimcheck-pipeline-gone-" + hex.EncodeToString(rnd[:])
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
-	backup := bucket + "-backup"
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(backup)}); err != nil {
-		t.Fatal(err)
-	}
+	gone, kept := s3test.New(t, "pipeline-gone"), s3test.New(t, "pipeline-backup")
+	client, bucket, backup := gone.Client, gone.Name, kept.Name
 	// move moves every object of from to to (CopyObject keeps metadata).
 	move := func(from, to string) {
 		t.Helper()
@@ -67,14 +46,7 @@ func TestBucketRemovedJobsWait(t *testing.T) {
 			_, _ = client.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(from), Key: o.Key})
 		}
 	}
-	t.Cleanup(func() {
-		for _, b := range []string{bucket, backup} {
-			move(b, "")
-			_, _ = client.DeleteBucket(context.Background(), &s3.DeleteBucketInput{Bucket: aws.String(b)})
-		}
-	})
-	u, _ := url.Parse(raw)
-	u.Host = bucket
+	u, _ := url.Parse(gone.URL)
 
 	dir := t.TempDir()
 	kek, err := localsecrets.NewRandomKey()

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -338,6 +339,13 @@ func (in inbox) Seen(ctx context.Context, queue, id, delivery string) (broker.Se
 	return seen, nil
 }
 
+// CheckInResult implements broker.ResultCheckIn with CheckIn: the result's
+// check-in intent is committed before its object is written, and Record
+// anchors it.
+func (in inbox) CheckInResult(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	return in.p.CheckIn(ctx, tenant, r, opts)
+}
+
 // Record implements broker.Inbox: it upserts the outcome (never replacing
 // an acked one), counts a release in claimcheck_released and, for a
 // result, writes its claims-registry row under the outbox entry's job id
@@ -378,6 +386,12 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 			}
 		}
 		if o.Action == broker.Acked && o.Result != nil {
+			// The result's check-in intent (CheckInResult) becomes its
+			// registry row here; a result whose object a sweep took
+			// meanwhile is ErrPayloadMissing, and the message is retried.
+			if err := in.p.anchor(ctx, tx, o.Result, "record the result"); err != nil {
+				return err
+			}
 			return register(ctx, tx, o.Job, roleResult, o.Result)
 		}
 		return nil

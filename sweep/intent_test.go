@@ -2,8 +2,6 @@ package sweep_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,15 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
-	"github.com/claimcheck/claimcheck/internal/testenv"
 	"github.com/claimcheck/claimcheck/pipeline"
+	"github.com/claimcheck/claimcheck/stores/s3store/s3test"
 	"github.com/claimcheck/claimcheck/sweep"
 )
 
@@ -36,58 +32,29 @@ func s3TestStore(t *testing.T, opts *claimcheck.Options) *claimcheck.Store {
 }
 
 // s3URL is the S3 server's store URL (CLAIMCHECK_TEST_S3_URL): t skips
-// without it, and fails when CI is set (testenv.Require).
+// without it, and fails when CI is set.
 func s3URL(t *testing.T) string {
 	t.Helper()
-	return testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
+	return s3test.URL(t)
 }
 
 // s3TestStoreVia is s3TestStore with the store's requests sent to
 // endpoint (a fault-injecting proxy in front of the server) when set.
 func s3TestStoreVia(t *testing.T, endpoint string, opts *claimcheck.Options) *claimcheck.Store {
 	t.Helper()
-	raw := s3URL(t)
-	ctx := context.Background()
-	shared, err := claimcheck.OpenStore(ctx, raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shared.Close()
-	var client *s3.Client
-	if !shared.Bucket().As(&client) {
-		t.Fatal("no S3 client behind the s3:// store")
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	name := "claimcheck-sweep-" + hex.EncodeToString(rnd[:])
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(raw)
-	u.Host = name
+	b := s3test.New(t, "sweep")
+	raw := b.URL
 	if endpoint != "" {
-		q := u.Query()
-		q.Set("endpoint", endpoint)
-		u.RawQuery = q.Encode()
+		raw = b.URLVia(endpoint)
 	}
-	store, err := claimcheck.OpenStore(ctx, u.String(), opts)
+	ctx := context.Background()
+	store, err := claimcheck.OpenStore(ctx, raw, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = store.IncompleteUploads(ctx, "", func(up claimcheck.IncompleteUpload) error { return store.AbortUpload(ctx, up) })
-		it := store.Bucket().List(nil)
-		for {
-			obj, err := it.Next(ctx)
-			if err != nil {
-				break
-			}
-			_ = store.Bucket().Delete(ctx, obj.Key)
-		}
 		store.Close()
-		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)}); err != nil {
-			t.Errorf("delete bucket %s: %v", name, err)
-		}
 	})
 	return store
 }

@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +23,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 	"github.com/claimcheck/claimcheck/ops"
+	"github.com/claimcheck/claimcheck/stores/s3store/s3test"
 )
 
 // doctorCommands are the commands of doctor.go and verify.go, by name.
@@ -218,49 +217,8 @@ func TestDoctorCommandFailures(t *testing.T) {
 // and a client; the bucket is emptied and removed when t ends.
 func s3TestBucket(t *testing.T, name string) (string, *s3.Client) {
 	t.Helper()
-	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if raw == "" {
-		t.Skip("CLAIMCHECK_TEST_S3_URL is not set, so there is no S3 server: " +
-			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-	}
-	ctx := context.Background()
-	shared, err := claimcheck.OpenStore(ctx, raw, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { shared.Close() })
-	var client *s3.Client
-	if !shared.Bucket().As(&client) {
-		t.Fatal("no S3 client behind the s3:// store")
-	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	bucket := "claimcheck-cli-" + name + "-" + hex.EncodeToString(rnd[:])
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				t.Errorf("list bucket %s: %v", bucket, err)
-				break
-			}
-			for _, o := range page.Contents {
-				_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key})
-			}
-		}
-		_, _ = client.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: aws.String(bucket)})
-		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
-			t.Errorf("delete bucket %s: %v", bucket, err)
-		}
-	})
-	u, _ := url.Parse(raw)
-	u.Host = bucket
-	return u.String(), client
+	b := s3test.New(t, "cli-"+name)
+	return b.URL, b.Client
 }
 
 // testDatabase is PostgreSQL (a schema of the test's own) when
