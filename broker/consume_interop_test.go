@@ -305,3 +305,58 @@ func TestConsumeLeavesUnservedTenants(t *testing.T) {
 		t.Fatalf("globex consumer: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", o.Action, o.Attempt, runs)
 	}
 }
+
+// TestConsumeLeavesOtherStores: a consumer whose store is named us leaves
+// a ticket of store eu (a worker pinned to another region) without
+// fetching it, running a handler or spending an attempt; a consumer with
+// store eu then completes it on attempt 1 (docs/stores.md, "Named
+// stores").
+func TestConsumeLeavesOtherStores(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	open := func(name string) *claimcheck.Store {
+		s, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, name)), &claimcheck.Options{Name: name, SpoolDir: filepath.Join(dir, "spool"), AlwaysOffload: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	tk, err := open("eu").CheckIn(ctx, "acme", bytes.NewReader([]byte("eu's document")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := brokertest.NewFake(64 << 10)
+	m, err := broker.NewMessage("doc", tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	inbox := brokertest.NewMemInbox()
+	consume := func(store *claimcheck.Store) (broker.Outcome, int) {
+		var runs atomic.Int64
+		var got broker.Outcome
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+			Inbox: inbox,
+			Handlers: map[string]claimcheck.Handler{"doc": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+				runs.Add(1)
+				return nil, nil
+			})},
+			OnDone: func(_ *broker.Delivery, o broker.Outcome) { got = o; cancel() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, int(runs.Load())
+	}
+	if o, runs := consume(open("us")); o.Action != broker.Released || runs != 0 || o.Err != nil {
+		t.Fatalf("us consumer on eu's message: %s (err %v), handler ran %d times; want released, not run", o.Action, o.Err, runs)
+	}
+	if o, runs := consume(open("eu")); o.Action != broker.Acked || runs != 1 || o.Attempt != 1 {
+		t.Fatalf("eu consumer: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", o.Action, o.Attempt, runs)
+	}
+}
