@@ -87,6 +87,7 @@ each round started, and judged against issue 13's goals.`,
 	c.Flags().IntVar(&o.rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine); with --compare, default 3")
 	c.Flags().BoolVar(&o.compare, "compare", false, "compare claimcheck with the plain references on the store, in this run: SHA-256 and the disk (file://), the AWS SDK's PutObject and GetObject (s3://); each ratio per round with its median and min–max, and the load average (default sizes 64MiB, 512MiB, 1GiB)")
 	c.AddCommand(newBenchRelay(g))
+	c.AddCommand(newBenchJobs(g))
 	return c
 }
 

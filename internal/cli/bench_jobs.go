@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck/internal/bench"
+)
+
+// benchJobsOptions are the options of bench jobs.
+type benchJobsOptions struct {
+	g               *globals
+	jobs, latency   int
+	rounds          int
+	size            string
+	compare, noLite bool
+	bytes           int64 // --size parsed by Validate
+	profile         string
+}
+
+// Validate checks --jobs (1 to 1,000,000), --latency-jobs (1 to 10,000),
+// --rounds (1 to 20), --size (1 B to the 64 KiB inline threshold), that
+// --compare is given (the only mode), and that --database, if set, is a
+// PostgreSQL URL (SQLite is always a scratch file of its own).
+func (o *benchJobsOptions) Validate() error {
+	if !o.compare {
+		return usagef("bench jobs measures against plain River: give --compare")
+	}
+	if o.jobs < 1 || o.jobs > 1_000_000 {
+		return usagef("--jobs %d: use 1 to 1000000", o.jobs)
+	}
+	if o.latency < 1 || o.latency > 10_000 {
+		return usagef("--latency-jobs %d: use 1 to 10000", o.latency)
+	}
+	if o.rounds < 1 || o.rounds > 20 {
+		return usagef("--rounds %d: use 1 to 20", o.rounds)
+	}
+	n, err := humanize.ParseBytes(o.size)
+	if err != nil || n == 0 || n > 64<<10 {
+		return usagef("--size %q: want a size between 1 B and 64 KiB such as 4KiB", o.size)
+	}
+	o.bytes = int64(n)
+	if d := o.g.database; d != "" && !strings.HasPrefix(d, "postgres://") && !strings.HasPrefix(d, "postgresql://") {
+		return usagef("bench jobs uses a scratch SQLite file of its own: leave --database unset, or give a postgres:// URL to measure PostgreSQL too")
+	}
+	if o.noLite && o.g.database == "" {
+		return usagef("--no-sqlite needs --database postgres://…")
+	}
+	return nil
+}
+
+func newBenchJobs(g *globals) *cobra.Command {
+	o := &benchJobsOptions{g: g}
+	c := &cobra.Command{
+		Use:   "jobs --compare [--jobs 10000] [--size 4KiB] [--database postgres://…]",
+		Short: "Compare small jobs with plain River (payload in its args): enqueue, CPU per job, latency",
+		Long: `Measure claimcheck's job pipeline against plain River with the payload in
+its args, in this process and run, on a scratch SQLite file in the data
+directory and, with --database postgres://…, on that PostgreSQL database too
+(both sides share its River tables under queues of their own; the bench
+deletes their jobs after each case). Per database:
+
+  enqueue   --jobs enqueues of --size payloads, one at a time, against as
+            many River Inserts (ops/s);
+  work      --jobs waiting jobs worked by 4 workers each side, the payload
+            verified before claimcheck's handler, read by both (CPU ms of
+            this process per job);
+  latency   --latency-jobs jobs enqueued one at a time, each once the
+            previous one reached its handler (median ms from the start of
+            the enqueue to the handler).
+
+claimcheck's payloads are sealed under a local keeper (encryption is on by
+default) in a scratch file store. The cases' order is reversed every other
+round (--rounds, default 3); each ratio is printed per round with its median
+and min–max, next to the load average as each round started, and judged
+against issue 13's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River).`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: runE(o, nil),
+	}
+	c.Flags().BoolVar(&o.compare, "compare", false, "compare with plain River in this run (required)")
+	c.Flags().IntVar(&o.jobs, "jobs", bench.DefaultCompareJobs, "jobs per enqueue and work case and round")
+	c.Flags().IntVar(&o.latency, "latency-jobs", bench.DefaultCompareLatencyJobs, "jobs per latency case and round")
+	c.Flags().StringVar(&o.size, "size", "4KiB", "each job's payload, at most the 64 KiB inline threshold")
+	c.Flags().IntVar(&o.rounds, "rounds", 3, "rounds per database, the order of the cases reversed every other round")
+	c.Flags().StringVar(&o.profile, "cpuprofile-work", "", "write a CPU profile (go tool pprof) of the first round's claimcheck work case to this file")
+	c.Flags().BoolVar(&o.noLite, "no-sqlite", false, "with --database, measure PostgreSQL only")
+	return c
+}
+
+func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
+	data, err := filepath.Abs(o.g.data)
+	if err != nil {
+		return err
+	}
+	if err := ensureWritable(data); err != nil {
+		return err
+	}
+	var dbs []string
+	if !o.noLite {
+		dbs = append(dbs, "")
+	}
+	if o.g.database != "" {
+		dbs = append(dbs, o.g.database)
+	}
+	cfg := bench.JobsCompareConfig{Databases: dbs, Dir: data, Jobs: o.jobs, LatencyJobs: o.latency,
+		Size: o.bytes, Rounds: o.rounds, Log: s.err}
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.WorkProfile = f
+	}
+	rep, err := bench.CompareJobs(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := printReport(s.out, o.g.json, rep); err != nil {
+		return err
+	}
+	if !rep.Passed() {
+		return fmt.Errorf("bench jobs --compare: a goal was not met (see the table)")
+	}
+	return nil
+}
