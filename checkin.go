@@ -462,8 +462,9 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // sealInline sets an inline ticket's bytes: the plaintext, or, when the
-// store encrypts, its ciphertext under a fresh data key wrapped into t.DEK
-// (the broker never carries plaintext).
+// store encrypts, its ciphertext under a fresh one-shot data key
+// (AES256-GCM, newInlineKey) wrapped into t.DEK (the broker never carries
+// plaintext).
 func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 	if s.seal == nil {
 		if len(plain) > 0 {
@@ -472,20 +473,14 @@ func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 		return nil
 	}
 	ad := associatedData(t.Tenant, "")
-	aead, dek, err := s.seal.newDataKey(ctx, ad)
+	aead, dek, err := s.seal.newInlineKey(ctx, ad)
 	if err != nil {
 		return fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
 	}
-	var buf bytes.Buffer
-	w, err := aead.NewEncryptingWriter(&buf, ad)
-	if err == nil {
-		if _, err = w.Write(plain); err == nil {
-			err = w.Close()
-		}
-	}
+	ct, err := aead.Encrypt(plain, ad)
 	if err != nil {
 		return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 	}
-	t.Inline, t.DEK = buf.Bytes(), dek
+	t.Inline, t.DEK = ct, dek
 	return nil
 }

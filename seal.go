@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tink-crypto/tink-go/v2/aead"
 	"github.com/tink-crypto/tink-go/v2/keyset"
 	"github.com/tink-crypto/tink-go/v2/streamingaead"
 	"github.com/tink-crypto/tink-go/v2/tink"
@@ -19,9 +20,12 @@ import (
 	"gocloud.dev/secrets"
 )
 
-// Envelope encryption (sealing). Each payload gets a fresh data key: a Tink
-// streaming-AEAD keyset (AES256-GCM-HKDF, 1 MiB segments) that encrypts the
-// bytes as they stream. The keyset is wrapped by a key-encryption key held
+// Envelope encryption (sealing). Each payload gets a fresh data key: for
+// an object, a Tink streaming-AEAD keyset (AES256-GCM-HKDF, 1 MiB
+// segments) that encrypts the bytes as they stream; for an inline payload,
+// held in memory whole, a Tink AEAD keyset (AES256-GCM) that encrypts it
+// in one call (inline tickets sealed with the streaming AEAD before are
+// still read: openInline). The keyset is wrapped by a key-encryption key held
 // by a gocloud.dev/secrets Keeper (a local key file, AWS KMS, GCP KMS, Azure
 // Key Vault), which neither the broker operator nor the store holds. The
 // associated data binds each ciphertext to its tenant and object key, so an
@@ -50,29 +54,59 @@ func associatedData(tenant, key string) []byte {
 	return []byte("claimcheck/seal/v1\x00" + tenant + "\x00" + key)
 }
 
-// newDataKey makes a fresh streaming AEAD and its wrapped keyset (base64).
+// newDataKey makes a fresh streaming AEAD and its wrapped keyset (base64),
+// for an object.
 func (s sealer) newDataKey(ctx context.Context, ad []byte) (tink.StreamingAEAD, string, error) {
 	h, err := keyset.NewHandle(streamingaead.AES256GCMHKDF1MBKeyTemplate())
 	if err != nil {
 		return nil, "", fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
 	}
+	wrapped, err := s.wrap(ctx, h, ad)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := streamingaead.New(h)
+	if err != nil {
+		return nil, "", fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
+	}
+	return p, wrapped, nil
+}
+
+// newInlineKey makes a fresh one-shot AEAD (AES256-GCM) and its wrapped
+// keyset (base64), for an inline payload: the whole payload is in memory,
+// and a streaming AEAD would allocate its two 1 MiB segment buffers for a
+// few KiB.
+func (s sealer) newInlineKey(ctx context.Context, ad []byte) (tink.AEAD, string, error) {
+	h, err := keyset.NewHandle(aead.AES256GCMKeyTemplate())
+	if err != nil {
+		return nil, "", fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
+	}
+	wrapped, err := s.wrap(ctx, h, ad)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := aead.New(h)
+	if err != nil {
+		return nil, "", fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
+	}
+	return p, wrapped, nil
+}
+
+// wrap wraps a keyset with the keeper, bound to ad.
+func (s sealer) wrap(ctx context.Context, h *keyset.Handle, ad []byte) (string, error) {
 	var buf bytes.Buffer
 	kek := &keeperAEAD{k: s.keeper, timeout: s.timeout}
 	if err := h.WriteWithContext(ctx, keyset.NewBinaryWriter(&buf), kek, ad); err != nil {
 		if kek.err != nil {
 			err = kek.err // Tink formats the keeper's error with %v: keep its code
 		}
-		return nil, "", keeperError("wrap data key", err)
+		return "", keeperError("wrap data key", err)
 	}
-	p, err := streamingaead.New(h)
-	if err != nil {
-		return nil, "", fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
-	}
-	return p, base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }
 
-// openDataKey unwraps a data key.
-func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tink.StreamingAEAD, error) {
+// unwrap unwraps a data key's keyset.
+func (s sealer) unwrap(ctx context.Context, wrapped string, ad []byte) (*keyset.Handle, error) {
 	raw, err := base64.StdEncoding.DecodeString(wrapped)
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: unseal: wrapped data key is not base64: %w", ErrPayloadCorrupt)
@@ -87,11 +121,57 @@ func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tin
 		}
 		return nil, fmt.Errorf("claimcheck: unseal: data key does not open for this tenant and key: %w", ErrPayloadCorrupt)
 	}
+	return h, nil
+}
+
+// openDataKey unwraps an object's data key (a streaming AEAD).
+func (s sealer) openDataKey(ctx context.Context, wrapped string, ad []byte) (tink.StreamingAEAD, error) {
+	h, err := s.unwrap(ctx, wrapped, ad)
+	if err != nil {
+		return nil, err
+	}
 	p, err := streamingaead.New(h)
 	if err != nil {
 		return nil, fmt.Errorf("claimcheck: unseal: %w: %w", ErrPayloadCorrupt, err)
 	}
 	return p, nil
+}
+
+// errInlineCiphertext is openInline's error for a ciphertext that does
+// not decrypt under its (unwrapped) data key: tampered bytes.
+var errInlineCiphertext = fmt.Errorf("claimcheck: unseal: inline ciphertext does not decrypt: %w", ErrPayloadCorrupt)
+
+// openInline unwraps an inline payload's data key and decrypts ct with
+// it, returning at most limit bytes (more: ErrPayloadCorrupt). The
+// keyset's key type is the format's version: AES256-GCM (one-shot, written
+// since the streaming AEAD's buffers were dropped for inline payloads), or
+// the streaming AEAD that inline tickets carried before, still read.
+func (s sealer) openInline(ctx context.Context, wrapped string, ad, ct []byte, limit int64) ([]byte, error) {
+	h, err := s.unwrap(ctx, wrapped, ad)
+	if err != nil {
+		return nil, err
+	}
+	corrupt := errInlineCiphertext
+	if p, err := aead.New(h); err == nil {
+		b, err := p.Decrypt(ct, ad)
+		if err != nil || int64(len(b)) > limit {
+			return nil, corrupt
+		}
+		return b, nil
+	}
+	p, err := streamingaead.New(h)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: unseal: inline data key is of no known type: %w", ErrPayloadCorrupt)
+	}
+	dr, err := p.NewDecryptingReader(bytes.NewReader(ct), ad)
+	if err != nil {
+		return nil, corrupt
+	}
+	b, err := io.ReadAll(io.LimitReader(dr, limit+1))
+	if err != nil || int64(len(b)) > limit {
+		return nil, corrupt
+	}
+	return b, nil
 }
 
 // underKeyID names the sealer's key id for an error (" under key id

@@ -70,6 +70,11 @@ func sealedSize(n int) int {
 	return header + n + tag*segments
 }
 
+// sealedInlineSize is the ciphertext size of an n-byte inline payload:
+// Tink's AEAD (AES256-GCM) output prefix (5 bytes), 12-byte nonce,
+// the bytes and a 16-byte tag.
+func sealedInlineSize(n int) int { return 5 + 12 + n + 16 }
+
 // plaintextRuns samples 32-byte windows of plain (every 512th offset, plus
 // the first and the last window; the whole of plain when it is shorter) and
 // counts how many occur anywhere in stored. It slides over stored once,
@@ -243,8 +248,8 @@ func TestSealEncryptsAtRest(t *testing.T) {
 	if !itk.IsInline() || itk.DEK == "" || itk.Size != int64(len(small)) || itk.SHA256 != sha256Hex(small) {
 		t.Fatalf("inline ticket: inline=%v dek set=%v size=%d", itk.IsInline(), itk.DEK != "", itk.Size)
 	}
-	if len(itk.Inline) != sealedSize(len(small)) {
-		t.Errorf("inline ciphertext is %d bytes, want %d", len(itk.Inline), sealedSize(len(small)))
+	if len(itk.Inline) != sealedInlineSize(len(small)) {
+		t.Errorf("inline ciphertext is %d bytes, want %d", len(itk.Inline), sealedInlineSize(len(small)))
 	}
 	assertNoPlaintext(t, "inline bytes", itk.Inline, small)
 	iwire := mustMarshal(t, itk)
@@ -327,8 +332,8 @@ func TestSealEmptyAndMultiSegment(t *testing.T) {
 			b := setup(t, tc.opts)
 			tk := b.checkIn(t, "acme", tc.data, nil)
 			if tk.IsInline() {
-				if tk.DEK == "" || len(tk.Inline) != sealedSize(len(tc.data)) {
-					t.Fatalf("inline: dek set=%v, %d ciphertext bytes, want %d", tk.DEK != "", len(tk.Inline), sealedSize(len(tc.data)))
+				if tk.DEK == "" || len(tk.Inline) != sealedInlineSize(len(tc.data)) {
+					t.Fatalf("inline: dek set=%v, %d ciphertext bytes, want %d", tk.DEK != "", len(tk.Inline), sealedInlineSize(len(tc.data)))
 				}
 			} else {
 				stored, err := os.ReadFile(b.objectPath(tk.Key))
@@ -904,4 +909,84 @@ func testSealKeeperRefused(t *testing.T, refusal string) {
 			t.Fatalf("claim after the key is enabled again: %d bytes, %v", len(got), err)
 		}
 	}
+}
+
+// TestSealInlineStreamingFormat: an inline ticket sealed with Tink's
+// streaming AEAD, as inline tickets were before they were sealed with
+// one-shot AES256-GCM (testdata/seal/inline-streaming.json, under the key
+// below), is still claimed and verified; a flipped ciphertext byte is
+// still corrupt; and a new inline check-in is sealed in the one-shot
+// form, which the same store reads.
+func TestSealInlineStreamingFormat(t *testing.T) {
+	var key [32]byte
+	copy(key[:], "claimcheck-fixture-streaming-key")
+	keeper := localsecrets.NewKeeper(key)
+	t.Cleanup(func() { _ = keeper.Close() })
+	ctx := context.Background()
+	s, err := claimcheck.OpenStore(ctx, "mem://", &claimcheck.Options{Keeper: keeper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	raw, err := os.ReadFile(filepath.Join("testdata", "seal", "inline-streaming.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := claimcheck.ParseTicket(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "an inline payload sealed with Tink's streaming AEAD, before one-shot AES-GCM"
+	if len(old.Inline) != sealedSize(len(want)) {
+		t.Fatalf("fixture: %d ciphertext bytes, want the streaming AEAD's %d", len(old.Inline), sealedSize(len(want)))
+	}
+	if got := claimAll(t, s, old); got != want {
+		t.Fatalf("old-format inline payload reads %q", got)
+	}
+	bad := *old
+	bad.Inline = bytes.Clone(old.Inline)
+	bad.Inline[len(bad.Inline)/2] ^= 1
+	if _, err := openAll(s, &bad); !errors.Is(err, claimcheck.ErrPayloadCorrupt) {
+		t.Fatalf("tampered old-format inline payload: %v, want ErrPayloadCorrupt", err)
+	}
+
+	tk, err := s.CheckIn(ctx, "acme", strings.NewReader(want), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tk.IsInline() || tk.DEK == "" || len(tk.Inline) != sealedInlineSize(len(want)) {
+		t.Fatalf("new inline ticket: inline=%v dek set=%v, %d ciphertext bytes, want %d", tk.IsInline(), tk.DEK != "", len(tk.Inline), sealedInlineSize(len(want)))
+	}
+	if got := claimAll(t, s, tk); got != want {
+		t.Fatalf("one-shot inline payload reads %q", got)
+	}
+	bad = *tk
+	bad.Inline = bytes.Clone(tk.Inline)
+	bad.Inline[len(bad.Inline)-1] ^= 1
+	if _, err := openAll(s, &bad); !errors.Is(err, claimcheck.ErrPayloadCorrupt) {
+		t.Fatalf("tampered one-shot inline payload: %v, want ErrPayloadCorrupt", err)
+	}
+}
+
+func openAll(s *claimcheck.Store, tk *claimcheck.Ticket) ([]byte, error) {
+	p, err := s.Claim(tk)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	r, err := p.Open(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+func claimAll(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket) string {
+	t.Helper()
+	b, err := openAll(s, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
@@ -162,6 +163,7 @@ type Pipeline struct {
 	stores     map[string]*claimcheck.Store
 	storeNames []string
 	driver     riverdriver.Driver[*sql.Tx]
+	listen     *pgxpool.Pool          // PostgreSQL: River's LISTEN connection (nil otherwise)
 	client     *river.Client[*sql.Tx] // insert-only client
 	logger     *slog.Logger
 	dbID       string // claimcheck_meta's database_id (namespace.go)
@@ -220,7 +222,8 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.NoWrites {
 		cfg.ReadOnly, cfg.MustExist, cfg.SkipMigrations = true, true, true
 	}
-	d, err := openDatabase(ctx, cfg.Database, &dbopen.Options{MaxConns: cfg.MaxConns, SQLiteCacheKiB: cfg.SQLiteCacheKiB, MustExist: cfg.MustExist, ReadOnly: cfg.NoWrites})
+	d, err := openJobDB(ctx, cfg.Database, openOptions{Options: dbopen.Options{MaxConns: cfg.MaxConns, SQLiteCacheKiB: cfg.SQLiteCacheKiB, MustExist: cfg.MustExist, ReadOnly: cfg.NoWrites},
+		Listen: !cfg.NoWrites})
 	if err != nil {
 		return nil, err
 	}
@@ -230,10 +233,10 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		_, err = d.migrate(ctx, logger)
 	}
 	if err != nil {
-		_ = d.db.Close()
+		_ = d.close()
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: d.db, dialect: d.target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.driver, logger: logger}
+	p := &Pipeline{cfg: cfg, db: d.db, listen: d.listen, dialect: d.target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.driver, logger: logger}
 	if p.dbID, err = databaseID(ctx, d.db, !cfg.ReadOnly); err == nil {
 		for _, st := range p.Stores() {
 			if err = p.claimNamespace(ctx, st, d.target.String(), cfg.ReadOnly); err != nil {
@@ -242,12 +245,12 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		}
 	}
 	if err != nil {
-		_ = d.db.Close()
+		_ = d.close()
 		return nil, err
 	}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
 	if err != nil {
-		_ = d.db.Close()
+		_ = d.close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	return p, nil
@@ -288,7 +291,12 @@ func (p *Pipeline) Store() *claimcheck.Store { return p.store }
 func (p *Pipeline) DeadLetterRetention() time.Duration { return p.cfg.DeadLetterRetention }
 
 // Close closes the job database. Stop any Work first.
-func (p *Pipeline) Close() error { return p.db.Close() }
+func (p *Pipeline) Close() error {
+	if p.listen != nil {
+		p.listen.Close()
+	}
+	return p.db.Close()
+}
 
 var kindRegexp = regexp.MustCompile(`^[a-z0-9]+(?:[_-]?[a-z0-9]+)*$`)
 

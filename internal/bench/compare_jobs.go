@@ -101,9 +101,10 @@ type JobsCompareConfig struct {
 	Keeper *secrets.Keeper
 	// Log receives a line per measured run.
 	Log io.Writer
-	// WorkProfile, if set, receives a CPU profile (runtime/pprof) of the
-	// first round's claimcheck work case of the first database.
-	WorkProfile io.Writer
+	// ProfileDir, if set, receives a CPU profile (runtime/pprof) of the
+	// first round of each database's claimcheck enqueue and work cases:
+	// <sqlite|postgres>-enqueue.pprof and -work.pprof.
+	ProfileDir string
 }
 
 // plainArgs is plain River's job: the payload in its args (base64 in
@@ -167,9 +168,8 @@ func CompareJobs(ctx context.Context, cfg JobsCompareConfig) (*CompareReport, er
 	}
 	var groups []Group
 	var notes []string
-	profiled := new(atomic.Bool)
 	for i, db := range dbs {
-		j := &jobsCompare{cfg: cfg, profiled: profiled, keeper: keeper, dir: filepath.Join(tmp, fmt.Sprintf("db%d", i)), database: db}
+		j := &jobsCompare{cfg: cfg, profiled: map[string]bool{}, keeper: keeper, dir: filepath.Join(tmp, fmt.Sprintf("db%d", i)), database: db}
 		groups = append(groups, j.group())
 		notes = append(notes, fmt.Sprintf("%s: %s", j.kind(), redactURL(j.databaseOrDefault())))
 	}
@@ -199,8 +199,8 @@ type jobsCompare struct {
 	// counts handled jobs (work cases).
 	handled chan time.Time
 	count   atomic.Int64
-	// profiled: the work case's profile is taken (shared by the groups).
-	profiled *atomic.Bool
+	// profiled: the cases whose profile is taken.
+	profiled map[string]bool
 }
 
 func (j *jobsCompare) postgres() bool {
@@ -237,6 +237,7 @@ func (j *jobsCompare) group() Group {
 	cleanup := func(ctx context.Context) error { return j.deleteJobs(ctx) }
 	g.Cases = []Case{
 		{Name: CaseJobsEnqueue, Run: func(ctx context.Context) (Sample, error) {
+			defer j.profile("enqueue")()
 			for range n {
 				if _, err := j.p.Enqueue(ctx, jobsKind, jobsTenant, bytes.NewReader(j.payload()), nil); err != nil {
 					return Sample{}, err
@@ -462,13 +463,26 @@ func (j *jobsCompare) startRiver(ctx context.Context) (worker, error) {
 // workClaimcheck works n waiting jobs, from the workers' start to their
 // stop.
 func (j *jobsCompare) workClaimcheck(ctx context.Context, n int64) error {
-	if w := j.cfg.WorkProfile; w != nil && !j.profiled.Swap(true) {
-		if err := pprof.StartCPUProfile(w); err != nil {
-			return fmt.Errorf("bench: CPU profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	defer j.profile("work")()
 	return j.work(ctx, n, j.startClaimcheck)
+}
+
+// profile starts the CPU profile of a case's first round, if asked for,
+// and returns what stops it.
+func (j *jobsCompare) profile(what string) func() {
+	if j.cfg.ProfileDir == "" || j.profiled[what] {
+		return func() {}
+	}
+	j.profiled[what] = true
+	f, err := os.Create(filepath.Join(j.cfg.ProfileDir, j.kind()+"-"+what+".pprof"))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func (j *jobsCompare) workRiver(ctx context.Context, n int64) error {

@@ -88,7 +88,7 @@ against issue 13's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River).`
 	c.Flags().IntVar(&o.latency, "latency-jobs", bench.DefaultCompareLatencyJobs, "jobs per latency case and round")
 	c.Flags().StringVar(&o.size, "size", "4KiB", "each job's payload, at most the 64 KiB inline threshold")
 	c.Flags().IntVar(&o.rounds, "rounds", 3, "rounds per database, the order of the cases reversed every other round")
-	c.Flags().StringVar(&o.profile, "cpuprofile-work", "", "write a CPU profile (go tool pprof) of the first round's claimcheck work case to this file")
+	c.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "write CPU profiles (go tool pprof) of the first round of claimcheck's enqueue and work cases into this directory: sqlite-enqueue.pprof, sqlite-work.pprof, postgres-…")
 	c.Flags().BoolVar(&o.noLite, "no-sqlite", false, "with --database, measure PostgreSQL only")
 	return c
 }
@@ -111,12 +111,10 @@ func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
 	cfg := bench.JobsCompareConfig{Databases: dbs, Dir: data, Jobs: o.jobs, LatencyJobs: o.latency,
 		Size: o.bytes, Rounds: o.rounds, Log: s.err}
 	if o.profile != "" {
-		f, err := os.Create(o.profile)
-		if err != nil {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
 			return err
 		}
-		defer f.Close()
-		cfg.WorkProfile = f
+		cfg.ProfileDir = o.profile
 	}
 	rep, err := bench.CompareJobs(ctx, cfg)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
@@ -316,6 +317,39 @@ func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error)
 		return nil, claimcheck.Unavailable("connect to PostgreSQL "+t.String(), err)
 	}
 	return db, nil
+}
+
+// ListenerPool is a pgx pool for River's LISTEN connection on the
+// PostgreSQL database t names (riverdatabasesql.NewWithPgxListener): the
+// same server, credentials and parameters (search_path among them) as
+// Open's pool, at most one connection, none opened until a River client
+// that works jobs starts. Its connections are bounded at connect
+// (Target's connect timeout) but have no stall watchdog: a listener waits
+// in a read for as long as no job is inserted, which is not a stall (TCP
+// keep-alives find a dead peer). Errors: a URL that does not parse (its
+// credentials redacted).
+func ListenerPool(t Target) (*pgxpool.Pool, error) {
+	if t.Dialect != Postgres {
+		return nil, fmt.Errorf("a listener needs PostgreSQL, not %s", t.Dialect)
+	}
+	cfg, _, err := t.pgConfig()
+	if err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL URL %s: listener pool: %w", Redact(t.URL), err)
+	}
+	connect := DefaultConnectTimeout
+	if u, err := url.Parse(t.URL); err == nil {
+		if c, err := pgx.ParseConfig(u.String()); err == nil && c.ConnectTimeout > 0 {
+			connect = c.ConnectTimeout
+		}
+	}
+	cfg.DialFunc = ctxio.Dialer{Connect: connect, KeepAlive: 30 * time.Second}.DialContext
+	pc.ConnConfig = cfg
+	pc.MaxConns, pc.MinConns = 1, 0
+	return pgxpool.NewWithConfig(context.Background(), pc)
 }
 
 // DialectOf tells which kind of database an open *sql.DB is, from its
