@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/tink-crypto/tink-go/v2/tink"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -88,7 +90,33 @@ func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *C
 
 // checkIn is CheckIn; manifest marks the ticket as a manifest's
 // (CheckInManifest), before it is signed.
-func (s *Store) checkIn(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions, manifest bool) (*Ticket, error) {
+func (s *Store) checkIn(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions, manifest bool) (t *Ticket, err error) {
+	role := "payload"
+	if opts != nil && opts.Result {
+		role = "result"
+	}
+	ctx, span := s.startSpan(ctx, "claimcheck.check_in", attribute.String("claimcheck.tenant", tenant), attribute.String("claimcheck.role", role))
+	start := time.Now()
+	defer func() {
+		s.tel.checkInDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("role", role), attribute.String("outcome", outcomeOf(err))))
+		if err == nil {
+			span.SetAttributes(ticketAttrs(t)...)
+			s.tel.checkedIn.Add(ctx, t.Size, metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("placement", placementOf(t)), attribute.String("role", role)))
+		}
+		endSpan(span, err)
+	}()
+	return s.checkInTicket(ctx, tenant, r, opts, manifest)
+}
+
+// placementOf is "inline" or "object".
+func placementOf(t *Ticket) string {
+	if t.IsInline() {
+		return "inline"
+	}
+	return "object"
+}
+
+func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions, manifest bool) (*Ticket, error) {
 	if opts == nil {
 		opts = &CheckInOptions{}
 	}

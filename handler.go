@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Job is one unit of work as a handler sees it, whatever transport carried
@@ -18,6 +22,9 @@ type Job struct {
 	Tenant string
 	// Attempt counts from 1.
 	Attempt int
+	// Timings are filled in by Store.Run: how long the claim, the
+	// verification and the handler took.
+	Timings Timings
 	// Payload is the claimed payload. Unless the handler is Lazy, it has been
 	// fetched and verified before the handler runs. For a job with
 	// attachments and no main payload it is an empty payload (0 bytes).
@@ -115,26 +122,55 @@ func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *R
 	_, lazy := h.(lazyHandler)
 	var p *Payload
 	var atts map[string]*Payload
+	kind := attribute.String("kind", job.Kind)
+	step := func(name string, hist metric.Float64Histogram, took *time.Duration, fn func(context.Context) error) error {
+		sctx, span := s.startSpan(ctx, name, append(ticketAttrs(t), attribute.String("claimcheck.kind", job.Kind), attribute.Int("claimcheck.attempt", job.Attempt))...)
+		start := time.Now()
+		err := fn(sctx)
+		*took = time.Since(start)
+		hist.Record(ctx, took.Seconds(), metric.WithAttributes(kind, attribute.String("outcome", outcomeOf(err))))
+		endSpan(span, err)
+		return err
+	}
+	verified := func(err error) error {
+		if r := Reason(err); r == ReasonPayloadCorrupt || r == ReasonPayloadMissing {
+			s.tel.verifyFailures.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("reason", Reason(err))))
+		}
+		return err
+	}
 	if t.Manifest {
 		// The one place a manifest's documents are claimed, for every
 		// transport: each verified before the handler sees a byte
 		// (docs/invariants.md, invariant 3).
-		if p, atts, err = s.claimManifest(ctx, t, lazy); err != nil {
+		err = step("claimcheck.claim", s.tel.claimDuration, &job.Timings.Claim, func(ctx context.Context) (err error) {
+			p, atts, err = s.claimManifest(ctx, t, lazy)
+			return verified(err)
+		})
+		if err != nil {
 			return nil, nil, err
 		}
 	} else {
-		if p, err = s.Claim(t); err != nil {
+		err = step("claimcheck.claim", s.tel.claimDuration, &job.Timings.Claim, func(context.Context) (err error) {
+			p, err = s.Claim(t)
+			return err
+		})
+		if err != nil {
 			return nil, nil, err
 		}
 		if !lazy {
-			if err := p.Verify(ctx); err != nil {
+			err = step("claimcheck.verify", s.tel.verifyDuration, &job.Timings.Verify, func(ctx context.Context) error { return verified(p.Verify(ctx)) })
+			if err != nil {
 				p.Close()
 				return nil, nil, err
 			}
 		}
 	}
+	s.tel.claimed.Add(ctx, t.Size, metric.WithAttributes(attribute.String("tenant", t.Tenant), kind))
 	job.Payload, job.Attachments = p, atts
-	res, err = h.Handle(ctx, job)
+	err = step("claimcheck.handler", s.tel.handlerDuration, &job.Timings.Handler, func(ctx context.Context) (err error) {
+		res, err = h.Handle(ctx, job)
+		return err
+	})
 	if err != nil {
 		closeAll(p, atts)
 		return nil, nil, fmt.Errorf("claimcheck: handler %s for %s: %w", job.Kind, t, err)

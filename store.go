@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// URLs
 	_ "gocloud.dev/blob/memblob"  // mem:// URLs
@@ -35,6 +37,11 @@ const DefaultStoreName = "default"
 // Options configure a Store. The zero value is valid: content-addressed
 // keys, 64 KiB inline threshold, no size limit, spooling in os.TempDir.
 type Options struct {
+	// MeterProvider and TracerProvider receive the store's metrics and
+	// spans (docs/observability.md); nil: OpenTelemetry's global
+	// providers, no-ops unless the program sets them.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 	// Name is the store's logical name, written into tickets in place of its
 	// URL (which may carry credentials). Default DefaultStoreName.
 	Name string
@@ -97,6 +104,7 @@ type Options struct {
 // Store checks payloads into a gocloud.dev/blob bucket and claims them back
 // verified. It is safe for concurrent use.
 type Store struct {
+	tel       *instruments
 	bucket    *blob.Bucket
 	name      string
 	keys      keyPolicy
@@ -217,7 +225,7 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 		opts = &Options{}
 	}
 	s := &Store{bucket: b, name: opts.Name, keys: keyPolicy{secret: opts.Secret}, maxSize: opts.MaxPayloadSize, spoolDir: opts.SpoolDir, location: "bucket",
-		hooks: hooksFor(b)}
+		hooks: hooksFor(b), tel: newInstruments(opts.MeterProvider, opts.TracerProvider)}
 	if s.name == "" {
 		s.name = DefaultStoreName
 	}

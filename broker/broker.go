@@ -142,6 +142,28 @@ type Transport interface {
 	Close() error
 }
 
+// Pinger is implemented by transports that can ask their broker whether it
+// answers, for a worker's readiness (/readyz). Ping returns nil when it
+// does, else the transport's error, classified (claimcheck.ErrUnavailable
+// with its cause) and naming the broker without its password.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Ping asks tr's broker whether it answers: tr's Ping (Pinger), else its
+// Lease (Leaser, which SQS answers from the broker), else nil (nothing to
+// ask).
+func Ping(ctx context.Context, tr Transport) error {
+	switch p := tr.(type) {
+	case Pinger:
+		return p.Ping(ctx)
+	case Leaser:
+		_, err := p.Lease(ctx)
+		return err
+	}
+	return nil
+}
+
 // QueueNamer is implemented by transports that can name the queue they
 // receive from. Consume records each outcome in the Inbox per message and
 // consuming queue, so a message the broker itself copies to several queues

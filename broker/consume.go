@@ -77,6 +77,9 @@ type Outcome struct {
 	// Deleted is true when DeleteOnAck deleted the payload's object before
 	// this acknowledgement (the last reference to it).
 	Deleted bool
+	// Timings are how long the claim, verification and handler took
+	// (claimcheck.Job.Timings), zero for steps that did not run.
+	Timings claimcheck.Timings
 }
 
 // Inbox records which messages have been processed, so that a message
@@ -715,6 +718,7 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 		checkIn = rc.CheckInResult
 	}
 	rt, err := store.WorkWith(ctx, job, t, h, checkIn)
+	o.Timings = job.Timings
 	if err != nil {
 		return fail(err, claimcheck.IsPermanent(err))
 	}

@@ -111,8 +111,14 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 		if src.OnSettled != nil {
 			src.OnSettled(bo)
 		}
-		if opts.OnDone != nil && !bo.Duplicate {
-			opts.OnDone(brokerOutcome(bo))
+		if bo.Duplicate {
+			p.tel.dups.Add(context.Background(), 1)
+			return
+		}
+		o := brokerOutcome(bo)
+		p.observe(context.Background(), o)
+		if opts.OnDone != nil {
+			opts.OnDone(o)
 		}
 	}
 	stopReceiving := make(chan struct{})
@@ -212,7 +218,10 @@ func describe(inflight *sync.Map) string {
 
 // brokerOutcome is a broker delivery's outcome as Work's Outcome.
 func brokerOutcome(bo broker.Outcome) Outcome {
-	o := Outcome{JobID: bo.Job, Kind: bo.Kind, Attempt: bo.Attempt, Err: bo.Err, Reason: bo.Reason, MessageID: bo.ID}
+	o := Outcome{JobID: bo.Job, Kind: bo.Kind, Tenant: bo.Tenant, Attempt: bo.Attempt, Err: bo.Err, Reason: bo.Reason, MessageID: bo.ID, Timings: bo.Timings}
+	if bo.Ticket != nil {
+		o.SHA256, o.Size = bo.Ticket.DigestPrefix(), bo.Ticket.Size
+	}
 	switch bo.Action {
 	case broker.Acked:
 		o.State = JobCompleted

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -205,7 +207,9 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	}
 	err = w.p.registerFanOut(ctx, job.ID, t, w.opts.Transport)
 	if err == nil {
+		start := time.Now()
 		err = w.opts.Transport.Publish(ctx, []broker.Message{m})
+		w.p.tel.relayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("destination", w.opts.Destination), attribute.String("outcome", outcome(err))))
 	}
 	if err != nil {
 		if claimcheck.Refused(err) {

@@ -33,6 +33,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
@@ -166,7 +167,9 @@ type Pipeline struct {
 	listen     *pgxpool.Pool          // PostgreSQL: River's LISTEN connection (nil otherwise)
 	client     *river.Client[*sql.Tx] // insert-only client
 	logger     *slog.Logger
-	dbID       string // claimcheck_meta's database_id (namespace.go)
+	tel        *instruments
+	gauges     metric.Registration // the outbox gauges' (registerGauges), nil if none
+	dbID       string              // claimcheck_meta's database_id (namespace.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -236,7 +239,7 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		_ = d.close()
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: d.db, listen: d.listen, dialect: d.target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.driver, logger: logger}
+	p := &Pipeline{cfg: cfg, db: d.db, listen: d.listen, dialect: d.target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.driver, logger: logger, tel: newInstruments(cfg.Store)}
 	if p.dbID, err = databaseID(ctx, d.db, !cfg.ReadOnly); err == nil {
 		for _, st := range p.Stores() {
 			if err = p.claimNamespace(ctx, st, d.target.String(), cfg.ReadOnly); err != nil {
@@ -253,6 +256,7 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		_ = d.close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
+	p.registerGauges()
 	return p, nil
 }
 
@@ -292,6 +296,9 @@ func (p *Pipeline) DeadLetterRetention() time.Duration { return p.cfg.DeadLetter
 
 // Close closes the job database. Stop any Work first.
 func (p *Pipeline) Close() error {
+	if p.gauges != nil {
+		_ = p.gauges.Unregister()
+	}
 	if p.listen != nil {
 		p.listen.Close()
 	}

@@ -92,6 +92,14 @@ type Outcome struct {
 	Err error
 	// MessageID is the broker message's id, for a job from a broker.
 	MessageID string
+	// Tenant, SHA256 (the digest prefix of Ticket.DigestPrefix) and Size
+	// (bytes) are the job's payload's, from its ticket ("", 0 when the
+	// ticket could not be read).
+	Tenant string
+	SHA256 string
+	Size   int64
+	// Timings are how long the claim, verification and handler took.
+	Timings claimcheck.Timings
 }
 
 // Work runs workers for the given kinds. Each job's payload is claimed and
@@ -149,7 +157,13 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 		}
 		return p.workBroker(ctx, opts)
 	}
-	w := &worker{p: p, handlers: opts.Handlers, onDone: opts.OnDone, running: newRunning()}
+	onDone := func(o Outcome) {
+		p.observe(context.Background(), o)
+		if opts.OnDone != nil {
+			opts.OnDone(o)
+		}
+	}
+	w := &worker{p: p, handlers: opts.Handlers, onDone: onDone, running: newRunning()}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
@@ -369,7 +383,7 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 		// not serve, under a job of a tenant it does, is still refused
 		// (ticket-forbidden) by the claim, before any fetch.
 		if w.onDone != nil {
-			w.onDone(Outcome{JobID: job.ID, Kind: job.Args.JobKind, Attempt: job.Attempt, State: JobLeft})
+			w.onDone(Outcome{JobID: job.ID, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt, State: JobLeft})
 		}
 		return river.JobSnooze(leaveDelay(job.Metadata))
 	}
@@ -384,8 +398,8 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 	stopBeat := w.p.heartbeat(ctx, job.ID, job.Attempt, cancel)
 	defer stopBeat()
 
-	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Attempt: job.Attempt}
-	err = w.attempt(ctx, st, job)
+	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
+	err = w.attempt(ctx, st, job, &o)
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:
@@ -480,7 +494,7 @@ func (e *waitError) Unwrap() []error { return []error{e.snooze, e.err} }
 
 // attempt is one attempt at job: validate its ticket, claim and verify the
 // payload, run the handler, then keep its result (finish).
-func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs]) error {
+func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs], o *Outcome) error {
 	// Parsed as it is: whitespace (PostgreSQL's jsonb reformats the
 	// arguments) is no part of the ticket, and compacting it first would
 	// scan it once more.
@@ -488,12 +502,14 @@ func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.J
 	if err != nil {
 		return err
 	}
+	o.SHA256, o.Size = t.DigestPrefix(), t.Size
 	h, ok := w.handlers[job.Args.JobKind]
 	if !ok {
 		return fmt.Errorf("pipeline: no handler for kind %q in this worker", job.Args.JobKind)
 	}
 	cj := &claimcheck.Job{ID: strconv.FormatInt(job.ID, 10), Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
 	res, done, err := st.Run(ctx, cj, t, h)
+	o.Timings = cj.Timings
 	if err != nil {
 		return err
 	}

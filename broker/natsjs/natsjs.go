@@ -219,6 +219,15 @@ var _ broker.Transport = (*Transport)(nil)
 var _ broker.DeadLetterReader = (*Transport)(nil)
 var _ broker.QueueNamer = (*Transport)(nil)
 var _ broker.Leaser = (*Transport)(nil)
+var _ broker.Pinger = (*Transport)(nil)
+
+// Ping implements broker.Pinger: a round trip to the server (a flush).
+func (t *Transport) Ping(ctx context.Context) error {
+	if err := t.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("natsjs: ping: %w: %w", claimcheck.ErrUnavailable, err)
+	}
+	return nil
+}
 
 func validName(s string) bool {
 	if s == "" || len(s) > 255 {

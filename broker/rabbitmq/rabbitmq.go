@@ -354,6 +354,13 @@ func (t *Transport) install(conn *amqp.Connection) {
 	t.dialErr, t.lost = nil, ""
 }
 
+// Ping implements broker.Pinger: nil while the connection is open, or once
+// it is dialled again within ctx; else why not.
+func (t *Transport) Ping(ctx context.Context) error {
+	_, _, err := t.connection(ctx)
+	return err
+}
+
 // connection returns the open connection and its generation, dialling again
 // if the last one has closed. Concurrent callers share one dial; each waits
 // for it at most until its ctx is done.

@@ -139,6 +139,13 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
+	tel, err := g.telemetry(ctx)
+	if err != nil {
+		if keeper != nil {
+			keeper.Close()
+		}
+		return nil, err
+	}
 	e := &env{data: data, keeper: keeper, specs: g.storeSpecs(data)}
 	fail := func(err error) (*env, error) {
 		for _, st := range e.stores {
@@ -151,6 +158,8 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	}
 	for _, spec := range e.specs {
 		st, err := claimcheck.OpenStore(ctx, spec.url, &claimcheck.Options{
+			MeterProvider:   tel.MeterProvider(),
+			TracerProvider:  tel.TracerProvider(),
 			Name:            spec.name,
 			Secret:          secret,
 			SignTickets:     secret != nil,

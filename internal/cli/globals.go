@@ -38,9 +38,12 @@ type globals struct {
 	json            bool
 	logLevel        string
 	stderr          io.Writer
-	envErrs         []error
-	brokerURL       string
-	destination     string
+	// tel is the command's OpenTelemetry, made on first use (telemetry),
+	// shared by the copies inDataDir makes.
+	tel         *telState
+	envErrs     []error
+	brokerURL   string
+	destination string
 }
 
 func envOr(name, def string) string {

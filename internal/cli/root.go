@@ -84,7 +84,8 @@ func takeAbort(ctx context.Context) <-chan struct{} {
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Workers, their --exec commands and the logger write concurrently.
 	stdout, stderr = &syncWriter{w: stdout}, &syncWriter{w: stderr}
-	root := newRoot(stderr)
+	root, g := newRootGlobals(stderr)
+	defer g.closeTelemetry(ctx)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -116,7 +117,13 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 }
 
 func newRoot(stderr io.Writer) *cobra.Command {
-	g := &globals{stderr: stderr}
+	root, _ := newRootGlobals(stderr)
+	return root
+}
+
+// newRootGlobals is newRoot, also returning the globals its commands share.
+func newRootGlobals(stderr io.Writer) (*cobra.Command, *globals) {
+	g := &globals{stderr: stderr, tel: &telState{}}
 	root := &cobra.Command{
 		Use:   "claimcheck",
 		Short: "Move job payloads of any size through queues with the Claim-Check pattern",
@@ -156,5 +163,5 @@ in the data directory.`,
 		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
 		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g),
 	)
-	return root
+	return root, g
 }

@@ -54,6 +54,12 @@ func (o *serveOptions) runIn(ctx context.Context, s streams, e *env) error {
 	logger := slog.New(slog.NewTextHandler(s.err, nil))
 	mux := http.NewServeMux()
 	mux.Handle(resulturl.PathPrefix, resulturl.Handler(signer, e.pipe.OpenResult, logger))
+	tel, err := o.g.telemetry(ctx)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	mountObservability(mux, tel, e.readyChecks(nil))
 	if err := mountConsole(ctx, mux, o.g, e, logger); err != nil {
 		ln.Close()
 		return err
@@ -61,6 +67,7 @@ func (o *serveOptions) runIn(ctx context.Context, s streams, e *env) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(s.out, "serving signed result URLs on http://%s%s\n", ln.Addr(), resulturl.PathPrefix)
 	fmt.Fprintf(s.out, "web console on http://%s/ (from this host; from others with a token)\n", ln.Addr())
+	fmt.Fprintf(s.out, "metrics and health on http://%s (/metrics, /healthz, /readyz)\n", ln.Addr())
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

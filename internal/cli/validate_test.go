@@ -28,6 +28,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"submit --priority", func() options {
 			return &submitOptions{g: g, kind: "pdf-info", tenant: "acme", file: "-", prioritySet: true, priority: 4}
 		}, func(o options) { o.(*submitOptions).priority = 5 }},
+		{"work --http", func() options {
+			return &workOptions{g: g, kind: "pdf-info", concurrency: 2, httpAddr: "127.0.0.1:9090"}
+		},
+			func(o options) { o.(*workOptions).httpAddr = "9090" }},
 		{"work --concurrency", func() options { return &workOptions{g: g, kind: "pdf-info", concurrency: 2} },
 			func(o options) { o.(*workOptions).concurrency = 0 }},
 		{"work --exec", func() options {

@@ -34,6 +34,7 @@ type workOptions struct {
 	strict                           bool
 	pointerBucket, adoptTenant       string
 	idle, drainTimeout               time.Duration
+	httpAddr                         string   // --http
 	exec                             bool     // --exec was given
 	argv                             []string // the command after --, with --exec
 	args                             []string // other positional arguments
@@ -66,6 +67,9 @@ func (o *workOptions) Validate() error {
 	}
 	if o.concurrency < 1 || o.concurrency > 1000 {
 		return usagef("--concurrency %d: use 1 to 1000", o.concurrency)
+	}
+	if err := validateHTTPAddr(o.httpAddr); err != nil {
+		return err
 	}
 	if o.adoptTenant != "" {
 		if err := claimcheck.ValidateTenant(o.adoptTenant); err != nil {
@@ -118,6 +122,7 @@ delivered nothing for --idle.`,
 	c.Flags().StringVar(&o.kind, "kind", "", "job kind to work (required)")
 	c.Flags().StringArrayVar(&o.tenants, "tenant", nil, "work only this tenant's jobs (repeatable): other tenants' jobs are left in their queue for a worker that serves them, nothing fetched and no attempt spent; a ticket of another tenant inside a served tenant's job is refused (ticket-forbidden) before any fetch")
 	c.Flags().IntVar(&o.concurrency, "concurrency", 2, "jobs worked at once")
+	c.Flags().StringVar(&o.httpAddr, "http", "", "serve /metrics (Prometheus), /healthz and /readyz (job database, store, broker) on this host:port while working")
 	c.Flags().BoolVar(&o.strict, "strict", false, "refuse to start (exit 2) when the bucket's lifecycle expires payloads/ or results/ sooner than claimcheck retention requires (default: a warning on standard error)")
 	c.Flags().BoolVar(&o.untilEmpty, "until-empty", false, "return once no job of the kind is waiting, running or due for a retry")
 	c.Flags().BoolVar(&o.noRelay, "no-relay", false, "with --broker: consume only; another process relays the outbox")
@@ -215,6 +220,22 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		tally = &brokerTally{}
 		src.OnSettled = tally.add
 		opts.Broker = src
+	}
+	if o.httpAddr != "" {
+		var ping func(context.Context) error
+		if opts.Broker != nil {
+			tr := opts.Broker.Transport
+			ping = func(ctx context.Context) error { return broker.Ping(ctx, tr) }
+		}
+		tel, err := g.telemetry(ctx)
+		if err != nil {
+			return err
+		}
+		stop, err := serveObservability(ctx, o.httpAddr, tel, e.readyChecks(ping), stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if err := e.pipe.Work(ctx, opts); err != nil {
 		return err

@@ -1,0 +1,134 @@
+package pipeline
+
+// Metrics and the per-attempt log line of the one worker (Work, over the
+// job database or a broker): both settle each attempt through observe.
+// docs/observability.md lists the metrics.
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// instruments are a Pipeline's metric instruments and tracer, on its
+// store's providers (claimcheck.Store.Telemetry).
+type instruments struct {
+	tracer                                                 trace.Tracer
+	attempts, deadLetters, storeErrors, keeperErrors, dups metric.Int64Counter
+	relayPublish                                           metric.Float64Histogram
+}
+
+func newInstruments(store *claimcheck.Store) *instruments {
+	mp, tp := store.Telemetry()
+	m := mp.Meter(claimcheck.InstrumentationName)
+	return &instruments{tracer: tp.Tracer(claimcheck.InstrumentationName),
+		attempts: must(m.Int64Counter("claimcheck.job.attempts",
+			metric.WithUnit("{attempt}"), metric.WithDescription("Attempts at jobs, by kind, outcome (completed, retrying, waiting, dead, released, left) and reason."))),
+		deadLetters: must(m.Int64Counter("claimcheck.job.dead_letters",
+			metric.WithUnit("{job}"), metric.WithDescription("Jobs that went to the dead letters, by kind and reason."))),
+		storeErrors: must(m.Int64Counter("claimcheck.store.errors",
+			metric.WithUnit("{error}"), metric.WithDescription("Failed attempts caused by the object store, by class (reason) and cause."))),
+		keeperErrors: must(m.Int64Counter("claimcheck.keeper.errors",
+			metric.WithUnit("{error}"), metric.WithDescription("Failed attempts caused by the keeper (payload encryption keys), by cause."))),
+		dups: must(m.Int64Counter("claimcheck.inbox.duplicates",
+			metric.WithUnit("{message}"), metric.WithDescription("Broker messages the inbox had already processed: acknowledged without running the handler."))),
+		relayPublish: must(m.Float64Histogram("claimcheck.relay.publish.duration",
+			metric.WithUnit("s"), metric.WithDescription("Time from an outbox entry's publish to the broker's confirmation, by destination and outcome."),
+			metric.WithExplicitBucketBoundaries(claimcheck.DurationBuckets...))),
+	}
+}
+
+// registerGauges registers the outbox's observable gauges (depth and
+// oldest entry's age per destination, read by OutboxStats when the
+// metrics are collected); the registration ends with Close.
+func (p *Pipeline) registerGauges() {
+	mp, _ := p.store.Telemetry()
+	m := mp.Meter(claimcheck.InstrumentationName)
+	depth := must(m.Int64ObservableGauge("claimcheck.outbox.depth",
+		metric.WithUnit("{entry}"), metric.WithDescription("Outbox entries not yet confirmed by the broker, by destination.")))
+	age := must(m.Float64ObservableGauge("claimcheck.outbox.oldest_age",
+		metric.WithUnit("s"), metric.WithDescription("Age of the oldest outbox entry not yet confirmed, by destination (0 when none).")))
+	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		stats, err := p.OutboxStats(ctx)
+		if err != nil {
+			return err
+		}
+		for _, st := range stats {
+			dest := metric.WithAttributes(attribute.String("destination", st.Destination))
+			o.ObserveInt64(depth, st.Depth, dest)
+			a := 0.0
+			if !st.Oldest.IsZero() {
+				a = time.Since(st.Oldest).Seconds()
+			}
+			o.ObserveFloat64(age, a, dest)
+		}
+		return nil
+	}, depth, age)
+	if err == nil {
+		p.gauges = reg
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		otel.Handle(err)
+	}
+	return v
+}
+
+// observe records one settled attempt: its metrics and, at info, one log
+// line with the job's id, kind, tenant, digest prefix, size, attempt,
+// outcome, reason and the durations of claim, verification and handler.
+// Neither holds a payload byte or a full object key.
+func (p *Pipeline) observe(ctx context.Context, o Outcome) {
+	kind := attribute.String("kind", o.Kind)
+	p.tel.attempts.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("outcome", string(o.State)), attribute.String("reason", o.Reason)))
+	if o.State == JobDead {
+		p.tel.deadLetters.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("reason", o.Reason)))
+	}
+	if o.Err != nil {
+		_, cause := claimcheck.CauseOf(o.Err)
+		switch o.Reason {
+		case claimcheck.ReasonUnavailable, claimcheck.ReasonAccessDenied, claimcheck.ReasonNotVisibleYet:
+			p.tel.storeErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("class", o.Reason), attribute.String("cause", cause)))
+		case claimcheck.ReasonKeeper:
+			p.tel.keeperErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("cause", cause)))
+		}
+	}
+	level := slog.LevelInfo
+	if o.State == JobDead {
+		level = slog.LevelWarn
+	}
+	if !p.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.Int64("job", o.JobID), slog.String("kind", o.Kind), slog.String("tenant", o.Tenant),
+		slog.String("sha256", o.SHA256), slog.Int64("size", o.Size), slog.Int("attempt", o.Attempt),
+		slog.String("outcome", string(o.State)), slog.String("reason", o.Reason),
+		slog.Duration("claim", o.Timings.Claim.Round(time.Microsecond)), slog.Duration("verify", o.Timings.Verify.Round(time.Microsecond)),
+		slog.Duration("handler", o.Timings.Handler.Round(time.Microsecond)),
+	}
+	if o.MessageID != "" {
+		attrs = append(attrs, slog.String("message", o.MessageID))
+	}
+	if o.Err != nil {
+		attrs = append(attrs, slog.String("error", o.Err.Error()))
+	}
+	p.logger.LogAttrs(ctx, level, "job attempt", attrs...)
+}
+
+// outcome is a measurement's outcome attribute: "ok" or err's reason.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return claimcheck.Reason(err)
+}
