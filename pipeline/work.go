@@ -358,6 +358,15 @@ type worker struct {
 // which the heartbeat moves), and Work applies the job timeout itself.
 func (w *worker) Timeout(*river.Job[jobArgs]) time.Duration { return w.p.cfg.Lease }
 
+// ErrReturnToQueue, returned (wrapped or not) by a handler, gives its job
+// back unworked: it goes back to its queue without spending an attempt,
+// available again after the same delay as a job left for another tenant's
+// worker (250 ms, doubling each time up to 10 s), and the attempt's Outcome
+// is JobLeft. For a handler that hands jobs on and found no taker (serve's
+// HTTP API, whose remote workers claim jobs through it). A handler must
+// not return it after its payload's side effects began.
+var ErrReturnToQueue = errors.New("handler returned the job to its queue unworked")
+
 // errReleased cancels a handler whose job goes back to the queue.
 var errReleased = errors.New("worker stopping: job released to the queue")
 
@@ -407,6 +416,11 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 	case errors.Is(cause, errReleased):
 		o.State, o.Err = JobReleased, errReleased
 		err = river.JobSnooze(0)
+	case errors.Is(err, ErrReturnToQueue):
+		// The handler gave the job back unworked: as for another tenant's
+		// job, back to its queue after the leave delay, no attempt spent.
+		o.State, o.Err = JobLeft, err
+		err = river.JobSnooze(leaveDelay(job.Metadata))
 	default:
 		// A job that ran out of its time, or lost its lease, failed as a
 		// job, whatever its last call reported: it spends its attempt.
