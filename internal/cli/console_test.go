@@ -461,4 +461,34 @@ func TestConsoleRefusesOtherHosts(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `name="token"`) {
 		t.Errorf("login page from %s: %d %s", otherHost, code, body)
 	}
+
+	// The HTTP API: without tokens, this host only; with them, a bearer
+	// token for the job's tenant. The console takes only an all-tenants
+	// token.
+	if code, body := do(other, "http://"+otherHost+":"+port+"/v1/jobs/1", nil); code != http.StatusUnauthorized {
+		t.Errorf("API from %s without tokens: %d %s, want 401", otherHost, code, body)
+	}
+	if code, body := do(local, "http://127.0.0.1:"+port+"/v1/jobs/1", nil); code != http.StatusOK {
+		t.Errorf("API from 127.0.0.1 without tokens: %d %s, want 200", code, body)
+	}
+	acme := strings.TrimSpace(b.ok("tokens", "create", "--tenant", "acme"))
+	globex := strings.TrimSpace(b.ok("tokens", "create", "--tenant", "globex"))
+	all := strings.TrimSpace(b.ok("tokens", "create", "--all-tenants"))
+	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+	for _, c := range []struct {
+		client *http.Client
+		url    string
+		h      http.Header
+		want   int
+	}{
+		{other, "http://" + otherHost + ":" + port + "/v1/jobs/1", bearer(acme), http.StatusOK},
+		{other, "http://" + otherHost + ":" + port + "/v1/jobs/1", bearer(globex), http.StatusForbidden},
+		{local, "http://127.0.0.1:" + port + "/v1/jobs/1", nil, http.StatusUnauthorized},
+		{other, "http://" + otherHost + ":" + port + "/console/jobs", bearer(acme), http.StatusForbidden},
+		{other, "http://" + otherHost + ":" + port + "/console/jobs", bearer(all), http.StatusOK},
+	} {
+		if code, body := do(c.client, c.url, c.h); code != c.want {
+			t.Errorf("GET %s: %d %s, want %d", c.url, code, body, c.want)
+		}
+	}
 }

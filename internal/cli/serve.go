@@ -19,13 +19,18 @@ const defaultServeAddr = "127.0.0.1:8080"
 // serveOptions are the options of serve.
 type serveOptions struct {
 	existing
-	addr string
+	addr            string
+	tlsCert, tlsKey string
 }
 
-// Validate checks --addr is host:port.
+// Validate checks --addr is host:port, and that --tls-cert and --tls-key
+// come together.
 func (o *serveOptions) Validate() error {
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
 		return usagef("--addr %q: give host:port, e.g. 127.0.0.1:8080", o.addr)
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key: give both, or neither")
 	}
 	return nil
 }
@@ -33,17 +38,23 @@ func (o *serveOptions) Validate() error {
 func newServe(g *globals) *cobra.Command {
 	o := &serveOptions{existing: existing{g}}
 	c := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:8080]",
-		Short: "Serve signed result URLs (see claimcheck url)",
+		Use:   "serve [--addr 127.0.0.1:8080] [--tls-cert FILE --tls-key FILE]",
+		Short: "Serve the HTTP API (/v1), signed result URLs and the web console",
 		Args:  exactArgs(0, "no arguments"),
 		RunE:  runE(o, nil),
 	}
 	c.Flags().StringVar(&o.addr, "addr", defaultServeAddr, "listen address")
+	c.Flags().StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file")
+	c.Flags().StringVar(&o.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	return c
 }
 
 func (o *serveOptions) runIn(ctx context.Context, s streams, e *env) error {
-	signer, err := e.signer("http://" + o.addr)
+	scheme := "http"
+	if o.tlsCert != "" {
+		scheme = "https"
+	}
+	signer, err := e.signer(scheme + "://" + o.addr)
 	if err != nil {
 		return err
 	}
@@ -64,17 +75,29 @@ func (o *serveOptions) runIn(ctx context.Context, s streams, e *env) error {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(s.out, "serving signed result URLs on http://%s%s\n", ln.Addr(), resulturl.PathPrefix)
-	fmt.Fprintf(s.out, "web console on http://%s/ (from this host; from others with a token)\n", ln.Addr())
-	fmt.Fprintf(s.out, "metrics and health on http://%s (/metrics, /healthz, /readyz)\n", ln.Addr())
+	api, err := mountAPI(mux, o.g, e, logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer api.Close()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	fmt.Fprintf(s.out, "serving signed result URLs on %s://%s%s\n", scheme, ln.Addr(), resulturl.PathPrefix)
+	fmt.Fprintf(s.out, "HTTP API on %s://%s/v1/ (%s)\n", scheme, ln.Addr(), apiAccess(ctx, e))
+	fmt.Fprintf(s.out, "web console on %s://%s/ (from this host; from others with a token)\n", scheme, ln.Addr())
+	fmt.Fprintf(s.out, "metrics and health on %s://%s (/metrics, /healthz, /readyz)\n", scheme, ln.Addr())
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if o.tlsCert != "" {
+		err = srv.ServeTLS(ln, o.tlsCert, o.tlsKey)
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

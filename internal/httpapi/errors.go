@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline"
+)
+
+// The API's own reasons, beside claimcheck's (claimcheck.Reason).
+const (
+	ReasonUnauthorized        = "unauthorized"
+	ReasonBadRequest          = "bad-request"
+	ReasonJobNotFound         = "job-not-found"
+	ReasonLeaseNotFound       = "lease-not-found"
+	ReasonNoResult            = "no-result"
+	ReasonIdempotencyConflict = "idempotency-conflict"
+	ReasonDigestMismatch      = "digest-mismatch"
+	ReasonTooManyRequests     = "too-many-requests"
+)
+
+// Error is the JSON body of every refusal and failure.
+type Error struct {
+	// Reason is the machine-readable class: claimcheck.Reason's names, or
+	// one of the Reason constants above.
+	Reason string `json:"reason"`
+	// Message is for people; it holds neither payload bytes nor a full
+	// object key (the core's errors never do).
+	Message string `json:"message"`
+	// Permanent: the same request fails again (false: retry later).
+	Permanent bool `json:"permanent"`
+
+	status int
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
+
+func refusal(status int, reason, msg string) *Error {
+	return &Error{Reason: reason, Message: msg, Permanent: status < 500 && status != http.StatusTooManyRequests, status: status}
+}
+
+func badRequest(msg string) *Error { return refusal(http.StatusBadRequest, ReasonBadRequest, msg) }
+
+// classify maps an error of the core to its HTTP status and body: the
+// status follows the class (claimcheck.Reason), permanent follows
+// claimcheck.IsPermanent.
+func classify(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	e := &Error{Reason: claimcheck.Reason(err), Message: err.Error(), Permanent: claimcheck.IsPermanent(err)}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.Is(err, errDigestMismatch):
+		e.Reason, e.Permanent, e.status = ReasonDigestMismatch, true, http.StatusUnprocessableEntity
+		return e
+	case errors.Is(err, pipeline.ErrIdempotencyConflict):
+		e.Reason, e.Permanent, e.status = ReasonIdempotencyConflict, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrJobNotFound):
+		e.Reason, e.Permanent, e.status = ReasonJobNotFound, true, http.StatusNotFound
+		return e
+	case errors.Is(err, pipeline.ErrNoResult):
+		e.Reason, e.Permanent, e.status = ReasonNoResult, false, http.StatusConflict
+		return e
+	case errors.As(err, &mbe):
+		e.Reason, e.Permanent, e.status = claimcheck.ReasonPayloadTooLarge, true, http.StatusRequestEntityTooLarge
+		return e
+	}
+	switch e.Reason {
+	case claimcheck.ReasonPayloadMissing:
+		e.status = http.StatusGone
+	case claimcheck.ReasonPayloadCorrupt:
+		e.status = http.StatusUnprocessableEntity
+	case claimcheck.ReasonTicketInvalid:
+		e.status = http.StatusBadRequest
+	case claimcheck.ReasonPayloadTooLarge:
+		e.status = http.StatusRequestEntityTooLarge
+	case claimcheck.ReasonKeyConflict:
+		e.status = http.StatusConflict
+	case claimcheck.ReasonTicketForbidden:
+		e.status = http.StatusForbidden
+	case claimcheck.ReasonConfig, claimcheck.ReasonHandler:
+		e.status = http.StatusInternalServerError
+	default: // unavailable, access denied, keeper, not visible yet, transient
+		e.status = http.StatusServiceUnavailable
+	}
+	return e
+}
+
+// writeError answers with e's status and JSON body.
+func writeError(w http.ResponseWriter, e *Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Digest")
+	h.Del("Content-Length")
+	if e.status == http.StatusServiceUnavailable || e.status == http.StatusTooManyRequests {
+		h.Set("Retry-After", "5")
+	}
+	if e.status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="claimcheck"`)
+	}
+	w.WriteHeader(e.status)
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

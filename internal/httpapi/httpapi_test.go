@@ -1,0 +1,712 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/apiauth"
+	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/internal/httpapi"
+	"github.com/claimcheck/claimcheck/internal/testenv"
+	"github.com/claimcheck/claimcheck/pipeline"
+	_ "github.com/claimcheck/claimcheck/stores/s3store"
+)
+
+const docPath = "../../docs/openapi.yaml"
+
+// backend is a job database and store pair the API is tested on.
+type backend struct {
+	name string
+	open func(t *testing.T) (database, storeURL string)
+}
+
+var backends = []backend{
+	{"sqlite+file", func(t *testing.T) (string, string) {
+		return dbtest.SQLite(t), "file://" + filepath.Join(t.TempDir(), "objects")
+	}},
+	{"postgres+s3", func(t *testing.T) (string, string) {
+		s3 := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
+		var b [6]byte
+		rand.Read(b[:])
+		return dbtest.Postgres(t), s3 + fmt.Sprintf("&prefix=httpapi-%x/", b)
+	}},
+}
+
+// fixture is a running API on a real job database and store.
+type fixture struct {
+	t      *testing.T
+	p      *pipeline.Pipeline
+	store  *claimcheck.Store
+	api    *httpapi.API
+	srv    *httptest.Server
+	tokens *apiauth.Store
+	client *http.Client
+	logs   *logSink
+}
+
+// logSink keeps the API's log lines and signals each.
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+	ch    chan string
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	select {
+	case l.ch <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+func (l *logSink) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "")
+}
+
+func newFixture(t *testing.T, be backend, o httpapi.Options) *fixture {
+	t.Helper()
+	ctx := t.Context()
+	database, storeURL := be.open(t)
+	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	p, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, RetryBase: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	f := &fixture{t: t, p: p, store: store, tokens: apiauth.New(p.DB()), logs: &logSink{ch: make(chan string, 64)}}
+	o.Pipeline, o.Tokens = p, f.tokens
+	o.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
+	if f.api, err = httpapi.New(o); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(httpapi.PathPrefix, f.api.Handler())
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(func() { f.srv.Close(); f.api.Close() })
+	f.client = &http.Client{Transport: newValidator(t, f.srv.URL)}
+	return f
+}
+
+// objects lists the store's objects at final keys.
+func (f *fixture) objects() []string {
+	f.t.Helper()
+	var keys []string
+	it := f.store.Bucket().List(nil)
+	for {
+		obj, err := it.Next(f.t.Context())
+		if errors.Is(err, io.EOF) {
+			return keys
+		}
+		if err != nil {
+			f.t.Fatalf("list the store: %v", err)
+		}
+		if !claimcheck.IsTempKey(obj.Key) && obj.Key != claimcheck.NamespaceMarkerKey {
+			keys = append(keys, obj.Key)
+		}
+	}
+}
+
+// jobCount counts the job database's jobs.
+func (f *fixture) jobCount() int {
+	f.t.Helper()
+	var n int
+	if err := f.p.DB().QueryRowContext(f.t.Context(), `SELECT COUNT(*) FROM river_job`).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// do sends a request and returns the answer, its body read.
+func (f *fixture) do(method, path, token string, body io.Reader, hdr map[string]string) (*http.Response, []byte) {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(f.t.Context(), method, f.srv.URL+path, body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatalf("%s %s: read the answer: %v", method, path, err)
+	}
+	return resp, b
+}
+
+// want checks an answer's status, and for an error its reason.
+func (f *fixture) want(resp *http.Response, body []byte, status int, reason string) {
+	f.t.Helper()
+	if resp.StatusCode != status {
+		f.t.Fatalf("%s %s: status %d, want %d: %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, status, body)
+	}
+	if reason != "" {
+		var e httpapi.Error
+		if err := json.Unmarshal(body, &e); err != nil || e.Reason != reason || e.Message == "" {
+			f.t.Fatalf("%s %s: body %s, want reason %q", resp.Request.Method, resp.Request.URL.Path, body, reason)
+		}
+	}
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha-256=:" + base64.StdEncoding.EncodeToString(s[:]) + ":"
+}
+
+func (f *fixture) submit(kind, tenant, token string, payload []byte, hdr map[string]string) httpapi.Submitted {
+	f.t.Helper()
+	if hdr == nil {
+		hdr = map[string]string{}
+	}
+	hdr["Content-Digest"] = digest(payload)
+	resp, body := f.do("POST", "/v1/jobs?kind="+kind+"&tenant="+tenant, token, bytes.NewReader(payload), hdr)
+	if resp.StatusCode != 201 && resp.StatusCode != 200 {
+		f.t.Fatalf("submit: status %d: %s", resp.StatusCode, body)
+	}
+	var s httpapi.Submitted
+	if err := json.Unmarshal(body, &s); err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fixture) claim(kind, token, query string) (httpapi.Claim, bool) {
+	f.t.Helper()
+	resp, body := f.do("POST", "/v1/claims?kind="+kind+query, token, nil, nil)
+	if resp.StatusCode == 204 {
+		return httpapi.Claim{}, false
+	}
+	f.want(resp, body, 200, "")
+	var c httpapi.Claim
+	if err := json.Unmarshal(body, &c); err != nil {
+		f.t.Fatal(err)
+	}
+	return c, true
+}
+
+func (f *fixture) job(id int64, token string) pipeline.JobInfo {
+	f.t.Helper()
+	resp, body := f.do("GET", fmt.Sprintf("/v1/jobs/%d", id), token, nil, nil)
+	f.want(resp, body, 200, "")
+	var j pipeline.JobInfo
+	if err := json.Unmarshal(body, &j); err != nil {
+		f.t.Fatal(err)
+	}
+	return j
+}
+
+// waitJob polls the job until cond holds (the rescue and retries run on
+// River's own schedule; bounded by the test's deadline).
+func (f *fixture) waitJob(id int64, what string, cond func(pipeline.JobInfo) bool) pipeline.JobInfo {
+	f.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		j, err := f.p.Get(f.t.Context(), id)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if cond(*j) {
+			return *j
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("job %d: not %s after 90s: %+v", id, what, j)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+func TestAPI(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("ProduceWorkResult", func(t *testing.T) { testProduceWorkResult(t, be) })
+			t.Run("Refusals", func(t *testing.T) { testRefusals(t, be) })
+			t.Run("Tenants", func(t *testing.T) { testTenants(t, be) })
+			t.Run("LeaseExpires", func(t *testing.T) { testLeaseExpires(t, be) })
+		})
+	}
+}
+
+// testProduceWorkResult submits, claims, streams, completes and fetches;
+// and fails one job permanently and one transiently.
+func testProduceWorkResult(t *testing.T, be backend) {
+	f := newFixture(t, be, httpapi.Options{})
+	payload := randomBytes(300 << 10) // offloaded
+	s := f.submit("render", "acme", "", payload, map[string]string{"Idempotency-Key": "doc-1", "Content-Type": "application/pdf"})
+	if s.Duplicate || s.Ticket.Size != int64(len(payload)) || s.Ticket.Inline || s.Ticket.Type != "application/pdf" || s.Tenant != "acme" {
+		t.Fatalf("submit: %+v", s)
+	}
+	if again := f.submit("render", "acme", "", payload, map[string]string{"Idempotency-Key": "doc-1"}); !again.Duplicate || again.ID != s.ID {
+		t.Fatalf("second submit with the idempotency key: %+v, want the first job as a duplicate", again)
+	}
+	resp, body := f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", bytes.NewReader([]byte("other bytes")), map[string]string{"Idempotency-Key": "doc-1"})
+	f.want(resp, body, 409, httpapi.ReasonIdempotencyConflict)
+	small := f.submit("render", "acme", "", []byte("small inline payload"), nil)
+	if !small.Ticket.Inline {
+		t.Fatalf("small submit not inline: %+v", small)
+	}
+	if j := f.job(s.ID, ""); j.State != "available" || j.Kind != "render" || j.Attempts != 0 {
+		t.Fatalf("job before work: %+v", j)
+	}
+	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d/result", s.ID), "", nil, nil)
+	f.want(resp, body, 409, httpapi.ReasonNoResult)
+
+	submitted := map[int64][]byte{s.ID: payload, small.ID: []byte("small inline payload")}
+	for range 2 {
+		c, ok := f.claim("render", "", "&wait=20")
+		if !ok {
+			t.Fatal("claim: no job within 20s")
+		}
+		want, ok := submitted[c.Job.ID]
+		if !ok || c.Job.Attempt != 1 || c.Payload.SHA256 == "" || c.Lease == "" {
+			t.Fatalf("claim: %+v, want one of the jobs submitted", c)
+		}
+		delete(submitted, c.Job.ID)
+		resp, got := f.do("GET", "/v1/claims/"+c.Lease+"/payload", "", nil, nil)
+		f.want(resp, got, 200, "")
+		if !bytes.Equal(got, want) || resp.Header.Get("Content-Digest") != digest(want) {
+			t.Fatalf("payload: %d bytes, digest %q; want the %d bytes submitted", len(got), resp.Header.Get("Content-Digest"), len(want))
+		}
+		resp, body := f.do("POST", "/v1/claims/"+c.Lease+"/extend", "", nil, nil)
+		f.want(resp, body, 200, "")
+		result := append([]byte("result of "), want[:16]...)
+		resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/complete", "", bytes.NewReader(result), map[string]string{"Content-Type": "text/plain", "Content-Digest": digest(result)})
+		f.want(resp, body, 200, "")
+		var o httpapi.OutcomeJSON
+		if err := json.Unmarshal(body, &o); err != nil || o.State != "completed" || o.ID != c.Job.ID {
+			t.Fatalf("complete: %s", body)
+		}
+		resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/complete", "", bytes.NewReader(result), nil)
+		f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
+		j := f.job(c.Job.ID, "")
+		if j.State != "completed" || !j.HasResult || j.FinalizedAt == nil {
+			t.Fatalf("job after complete: %+v", j)
+		}
+		resp, got = f.do("GET", fmt.Sprintf("/v1/jobs/%d/result", c.Job.ID), "", nil, nil)
+		f.want(resp, got, 200, "")
+		if !bytes.Equal(got, result) || resp.Header.Get("Content-Type") != "text/plain" || resp.Header.Get("Content-Digest") != digest(result) {
+			t.Fatalf("result: %q (%s), want %q", got, resp.Header.Get("Content-Type"), result)
+		}
+	}
+
+	// Failures: permanent dead-letters now, transient retries.
+	dead := f.submit("render", "acme", "", randomBytes(70<<10), nil)
+	c, ok := f.claim("render", "", "&wait=20")
+	if !ok || c.Job.ID != dead.ID {
+		t.Fatalf("claim: %+v %v", c, ok)
+	}
+	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/fail", "", strings.NewReader(`{"message":"unreadable\u0000 document","permanent":true}`), map[string]string{"Content-Type": "application/json"})
+	f.want(resp, body, 200, "")
+	var o httpapi.OutcomeJSON
+	if err := json.Unmarshal(body, &o); err != nil || o.State != "dead" || o.Reason != claimcheck.ReasonHandler {
+		t.Fatalf("permanent fail: %s", body)
+	}
+	j := f.waitJob(dead.ID, "dead", func(j pipeline.JobInfo) bool { return j.Dead })
+	if j.Reason != claimcheck.ReasonHandler || !strings.Contains(j.Error, "unreadable  document") {
+		t.Fatalf("dead job: %+v", j)
+	}
+	retry := f.submit("render", "acme", "", randomBytes(70<<10), nil)
+	c, _ = f.claim("render", "", "&wait=20")
+	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/fail", "", strings.NewReader(`{"message":"busy"}`), map[string]string{"Content-Type": "application/json"})
+	f.want(resp, body, 200, "")
+	if err := json.Unmarshal(body, &o); err != nil || o.State != "retrying" || o.Reason != claimcheck.ReasonTransient {
+		t.Fatalf("transient fail: %s", body)
+	}
+	c2, ok := f.claim("render", "", "&wait=20")
+	if !ok || c2.Job.ID != retry.ID || c2.Job.Attempt != 2 {
+		t.Fatalf("claim after a transient failure: %+v, want job %d attempt 2", c2, retry.ID)
+	}
+	resp, body = f.do("POST", "/v1/claims/"+c2.Lease+"/complete", "", nil, nil)
+	f.want(resp, body, 200, "")
+	if j := f.job(retry.ID, ""); j.State != "completed" || j.HasResult || j.Attempts != 2 {
+		t.Fatalf("job completed with no result: %+v", j)
+	}
+	if _, ok := f.claim("render", "", "&wait=0"); ok {
+		t.Fatal("claim on an empty queue returned a job")
+	}
+	if logs := f.logs.all(); strings.Contains(logs, "payloads/") || strings.Contains(logs, "results/") {
+		t.Fatalf("a log line names an object key:\n%s", logs)
+	}
+}
+
+// testRefusals: a digest mismatch and a connection dropped halfway leave
+// no job and no object; malformed input gets 400; too large gets 413.
+func testRefusals(t *testing.T, be backend) {
+	f := newFixture(t, be, httpapi.Options{MaxPayloadSize: 4 << 20})
+	payload := randomBytes(1 << 20)
+	resp, body := f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", bytes.NewReader(payload), map[string]string{"Content-Digest": digest([]byte("something else"))})
+	f.want(resp, body, 422, httpapi.ReasonDigestMismatch)
+	if n, objs := f.jobCount(), f.objects(); n != 0 || len(objs) != 0 {
+		t.Fatalf("after a digest mismatch: %d jobs, %d objects; want none", n, len(objs))
+	}
+
+	// A connection dropped halfway through a 2 MiB body.
+	u, _ := url.Parse(f.srv.URL)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/jobs?kind=render&tenant=acme HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nContent-Digest: %s\r\n\r\n", u.Host, 2*len(payload), digest(append(payload, payload...)))
+	if _, err := conn.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	for line := range f.logs.ch { // the submit's end, logged
+		if strings.Contains(line, "route=\"POST /v1/jobs\"") {
+			if strings.Contains(line, "status=422") {
+				continue
+			}
+			break
+		}
+	}
+	if n, objs := f.jobCount(), f.objects(); n != 0 || len(objs) != 0 {
+		t.Fatalf("after a dropped connection: %d jobs, %d objects; want none", n, len(objs))
+	}
+
+	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", bytes.NewReader(make([]byte, 5<<20)), nil)
+	f.want(resp, body, 413, claimcheck.ReasonPayloadTooLarge)
+	for _, q := range []string{"kind=Render&tenant=acme", "tenant=acme", "kind=render", "kind=render&tenant=acme&tenant=globex", "kind=render&tenant=acme&bogus=1", "kind=render&tenant=acme&priority=9", "kind=render&tenant=ac%zz"} {
+		resp, body = f.do("POST", "/v1/jobs?"+q, "", strings.NewReader("x"), nil)
+		f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
+	}
+	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", strings.NewReader("x"), map[string]string{"Content-Digest": "sha-256=:notbase64:"})
+	f.want(resp, body, 400, httpapi.ReasonBadRequest)
+	resp, body = f.do("GET", "/v1/jobs/x", "", nil, nil)
+	f.want(resp, body, 400, httpapi.ReasonBadRequest)
+	resp, body = f.do("GET", "/v1/jobs/999999", "", nil, nil)
+	f.want(resp, body, 404, httpapi.ReasonJobNotFound)
+	resp, body = f.do("GET", "/v1/jobs/999999/result", "", nil, nil)
+	f.want(resp, body, 404, httpapi.ReasonJobNotFound)
+	resp, body = f.do("POST", "/v1/claims/0123/extend", "", nil, nil)
+	f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
+	resp, body = f.do("POST", "/v1/claims?kind=Bad", "", nil, nil)
+	f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
+	if n, objs := f.jobCount(), f.objects(); n != 0 || len(objs) != 0 {
+		t.Fatalf("after the refusals: %d jobs, %d objects; want none", n, len(objs))
+	}
+
+	// Without tokens, another host gets nothing; with one, a request
+	// without it gets 401.
+	req := httptest.NewRequest("GET", "/v1/jobs/1", nil)
+	req.RemoteAddr = "192.0.2.7:40000"
+	rec := httptest.NewRecorder()
+	f.api.Handler().ServeHTTP(rec, req)
+	if rec.Code != 401 {
+		t.Fatalf("another host without tokens: %d, want 401", rec.Code)
+	}
+	req = httptest.NewRequest("GET", "/v1/jobs/1", nil)
+	req.RemoteAddr, req.Host = "127.0.0.1:40000", "attacker.example"
+	rec = httptest.NewRecorder()
+	f.api.Handler().ServeHTTP(rec, req)
+	if rec.Code != 401 {
+		t.Fatalf("a loopback peer naming another host (DNS rebinding): %d, want 401", rec.Code)
+	}
+	if _, _, err := f.tokens.Create(t.Context(), "", []string{"acme"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = f.do("GET", "/v1/jobs/1", "", nil, nil)
+	f.want(resp, body, 401, httpapi.ReasonUnauthorized)
+	resp, body = f.do("GET", "/v1/jobs/1", apiauth.TokenPrefix+strings.Repeat("A", 43), nil, nil)
+	f.want(resp, body, 401, httpapi.ReasonUnauthorized)
+}
+
+// testTenants: a token for acme gets 403 on globex for submit, status,
+// result and claim, with nothing fetched from the store.
+func testTenants(t *testing.T, be backend) {
+	f := newFixture(t, be, httpapi.Options{})
+	acme, _, err := f.tokens.Create(t.Context(), "acme", []string{"acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	globex, _, err := f.tokens.Create(t.Context(), "globex", []string{"globex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := randomBytes(200 << 10)
+	g := f.submit("render", "globex", globex, payload, nil)
+	c, ok := f.claim("render", globex, "&wait=20")
+	if !ok || c.Job.ID != g.ID {
+		t.Fatal("globex claim")
+	}
+	result := randomBytes(100 << 10) // offloaded
+	resp, body := f.do("POST", "/v1/claims/"+c.Lease+"/complete", globex, bytes.NewReader(result), nil)
+	f.want(resp, body, 200, "")
+	pending := f.submit("render", "globex", globex, randomBytes(100<<10), nil)
+	objects := len(f.objects())
+
+	// Submit: refused before the body is read; nothing stored.
+	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=globex", acme, bytes.NewReader(payload), nil)
+	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	// Status and result: refused on the job row. The result's object is
+	// deleted first: a fetch would answer 410, the refusal comes first.
+	if err := f.store.Bucket().Delete(t.Context(), mustResultKey(t, f, g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d", g.ID), acme, nil, nil)
+	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d/result", g.ID), acme, nil, nil)
+	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	// globex's own request does claim it: missing (on S3 within the
+	// store's consistency grace, not visible yet: retry later).
+	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d/result", g.ID), globex, nil, nil)
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		f.want(resp, body, 503, claimcheck.ReasonNotVisibleYet)
+	} else {
+		f.want(resp, body, 410, claimcheck.ReasonPayloadMissing)
+	}
+	// Claim: a globex tenant is refused; without one, acme's token never
+	// gets globex's job. Its payload object is deleted first: had anything
+	// fetched it, the job would be dead (payload-missing).
+	resp, body = f.do("POST", "/v1/claims?kind=render&tenant=globex", acme, nil, nil)
+	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	pj, err := f.p.Get(t.Context(), pending.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Bucket().Delete(t.Context(), pj.Ticket().Key); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.claim("render", acme, "&wait=3"); ok {
+		t.Fatal("acme's token claimed a globex job")
+	}
+	j := f.waitJob(pending.ID, "back in its queue", func(j pipeline.JobInfo) bool { return j.State != "running" })
+	if j.Dead || j.Reason != "" || j.State == "completed" {
+		t.Fatalf("globex's pending job after acme's claim: %+v, want back in its queue, its payload never fetched", j)
+	}
+	if n := len(f.objects()); n != objects-2 {
+		t.Fatalf("objects: %d, want %d (only the two deleted gone)", n, objects-2)
+	}
+	if f.jobCount() != 2 {
+		t.Fatalf("%d jobs, want 2", f.jobCount())
+	}
+	// The lease endpoints refuse another tenant's lease. (The job whose
+	// payload was deleted is dead-lettered by the claim, which waits on.)
+	third := f.submit("render", "globex", globex, randomBytes(100<<10), nil)
+	c, ok = f.claim("render", globex, "&wait=20")
+	if !ok || c.Job.ID != third.ID {
+		t.Fatalf("globex claim: %+v, want job %d", c, third.ID)
+	}
+	resp, body = f.do("GET", "/v1/claims/"+c.Lease+"/payload", acme, nil, nil)
+	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	for _, p := range []string{"/extend", "/complete"} {
+		resp, body = f.do("POST", "/v1/claims/"+c.Lease+p, acme, nil, nil)
+		f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	}
+	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/fail", acme, strings.NewReader(`{"message":"x"}`), map[string]string{"Content-Type": "application/json"})
+	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/complete", globex, nil, nil)
+	f.want(resp, body, 200, "")
+	// The job whose payload was deleted is never handed out: the claim
+	// that takes it dead-letters it and waits on.
+	// (On S3 it stays "not visible yet" for the store's consistency
+	// grace: retried without spending an attempt, and never handed out.)
+	for i := 0; i < 4; i++ {
+		if c, ok := f.claim("render", globex, "&wait=5"); ok {
+			t.Fatalf("claim handed out job %d, whose payload is gone", c.Job.ID)
+		}
+		if j, err := f.p.Get(t.Context(), pending.ID); err != nil || j.Dead {
+			break
+		}
+	}
+	if j, err := f.p.Get(t.Context(), pending.ID); err != nil || j.State == "completed" || j.Dead && j.Reason != claimcheck.ReasonPayloadMissing {
+		t.Fatalf("job whose payload was deleted: %+v (%v), want not handed out, dead only as payload-missing", j, err)
+	}
+}
+
+func mustResultKey(t *testing.T, f *fixture, id int64) string {
+	t.Helper()
+	j, err := f.p.Get(t.Context(), id)
+	if err != nil || j.ResultTicket() == nil || j.ResultTicket().Key == "" {
+		t.Fatalf("job %d has no offloaded result: %v", id, err)
+	}
+	return j.ResultTicket().Key
+}
+
+// testLeaseExpires: a worker that neither finishes nor extends loses the
+// job when its lease runs out; another claims and completes it, once.
+func testLeaseExpires(t *testing.T, be backend) {
+	f := newFixture(t, be, httpapi.Options{Lease: 2 * time.Second})
+	s := f.submit("render", "acme", "", randomBytes(100<<10), nil)
+	first, ok := f.claim("render", "", "&wait=20")
+	if !ok || first.Job.ID != s.ID || first.LeaseSeconds != 2 {
+		t.Fatalf("first claim: %+v", first)
+	}
+	second, ok := f.claim("render", "", "&wait=30")
+	if !ok || second.Job.ID != s.ID || second.Job.Attempt != 2 {
+		t.Fatalf("claim after the first lease ran out: %+v %v, want job %d attempt 2", second, ok, s.ID)
+	}
+	resp, body := f.do("POST", "/v1/claims/"+first.Lease+"/complete", "", strings.NewReader("late"), nil)
+	f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
+	onTime := randomBytes(100 << 10) // offloaded: a registry row
+	resp, body = f.do("POST", "/v1/claims/"+second.Lease+"/complete", "", bytes.NewReader(onTime), nil)
+	f.want(resp, body, 200, "")
+	j := f.job(s.ID, "")
+	if j.State != "completed" || j.Attempts != 2 {
+		t.Fatalf("job: %+v, want completed on attempt 2", j)
+	}
+	resp, got := f.do("GET", fmt.Sprintf("/v1/jobs/%d/result", s.ID), "", nil, nil)
+	f.want(resp, got, 200, "")
+	if !bytes.Equal(got, onTime) {
+		t.Fatalf("result %q, want the second worker's", got)
+	}
+	rows, err := pipelineClaims(t, f, s.ID)
+	if err != nil || rows != 2 { // payload + one result
+		t.Fatalf("claims-registry rows of the job: %d (%v), want 2: the payload and one result", rows, err)
+	}
+}
+
+func pipelineClaims(t *testing.T, f *fixture, id int64) (int, error) {
+	var n int
+	err := f.p.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM claimcheck_claim WHERE job_id = $1`, id).Scan(&n)
+	return n, err
+}
+
+// TestOpenAPIRoutes checks every route of the API is in docs/openapi.yaml
+// and every path and method of the document is a route.
+func TestOpenAPIRoutes(t *testing.T) {
+	t.Parallel()
+	doc := loadDoc(t)
+	api, err := httpapi.New(httpapi.Options{Pipeline: &pipeline.Pipeline{}, Tokens: apiauth.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := map[string]bool{}
+	for _, r := range api.Routes() {
+		routes[r.Method+" "+r.Pattern] = true
+	}
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
+	}
+	for r := range routes {
+		if !documented[r] {
+			t.Errorf("route %s is not in %s", r, docPath)
+		}
+	}
+	for d := range documented {
+		if !routes[d] {
+			t.Errorf("%s documents %s, which the API does not route", docPath, d)
+		}
+	}
+}
+
+func loadDoc(t *testing.T) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		t.Fatalf("%s is not a valid OpenAPI document: %v", docPath, err)
+	}
+	return doc
+}
+
+// validator is a transport that validates every request and answer
+// against docs/openapi.yaml (openapi3filter): parameters, headers, JSON
+// bodies and status codes. Streamed payloads are not buffered.
+type validator struct {
+	t      *testing.T
+	router routers.Router
+}
+
+func newValidator(t *testing.T, base string) *validator {
+	doc := loadDoc(t)
+	doc.Servers = openapi3.Servers{{URL: base}}
+	r, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &validator{t: t, router: r}
+}
+
+func (v *validator) RoundTrip(req *http.Request) (*http.Response, error) {
+	route, params, err := v.router.FindRoute(req)
+	if err != nil {
+		v.t.Errorf("%s %s: not in the OpenAPI document: %v", req.Method, req.URL.Path, err)
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
+	isJSON := strings.HasPrefix(req.Header.Get("Content-Type"), "application/json")
+	if !isJSON {
+		opts.ExcludeRequestBody = true
+	}
+	if isJSON && req.Body != nil {
+		b, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		check := req.Clone(req.Context())
+		check.Body = io.NopCloser(bytes.NewReader(b))
+		in.Request = check
+	}
+	reqErr := openapi3filter.ValidateRequest(req.Context(), in)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	ro := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
+	rin := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header, Options: ro}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || resp.StatusCode == 204 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		rin.SetBodyBytes(b)
+	} else {
+		ro.ExcludeResponseBody = true
+	}
+	if err := openapi3filter.ValidateResponse(req.Context(), rin); err != nil {
+		v.t.Errorf("%s %s: answer %d does not match the OpenAPI document: %v", req.Method, req.URL.Path, resp.StatusCode, err)
+	}
+	// A request the API accepted must be one the document allows (the
+	// tests' malformed requests are refused, and are not checked).
+	if reqErr != nil && resp.StatusCode < 300 {
+		v.t.Errorf("%s %s: accepted (%d), but the OpenAPI document refuses the request: %v", req.Method, req.URL.Path, resp.StatusCode, reqErr)
+	}
+	return resp, nil
+}
