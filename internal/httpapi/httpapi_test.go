@@ -362,6 +362,8 @@ func testProduceWorkResult(t *testing.T, be backend) {
 	}
 	resp, body = f.do("POST", "/v1/claims/"+c2.Lease+"/complete", "", nil, nil)
 	f.want(resp, body, 200, "")
+	// Without a result River's completer completes it, a moment later.
+	f.waitJob(retry.ID, "completed", func(j pipeline.JobInfo) bool { return j.State == "completed" })
 	if j := f.job(retry.ID, ""); j.State != "completed" || j.HasResult || j.Attempts != 2 {
 		t.Fatalf("job completed with no result: %+v", j)
 	}
