@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -134,12 +135,45 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		opts.MaxRetryDelay = 15 * time.Second
 	}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely[jobArgs](workers, &relayWorker{p: p, opts: opts}); err != nil {
+	w := &relayWorker{p: p, opts: opts}
+	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
 		return fmt.Errorf("pipeline: relay: %w", err)
 	}
 	queue := outboxQueue(opts.Destination)
-	return p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty,
+	err := p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty,
 		drainOptions{filter: func(lp *river.JobListParams) *river.JobListParams { return brokerFilter(lp, opts.Broker) }})
+	if err == nil && opts.UntilEmpty {
+		w.reportLeft(ctx)
+	}
+	return err
+}
+
+// reportLeft reports to OnSent, with ErrOtherBroker, the first Batch
+// pending entries bound to another broker that the relay has not
+// reported: UntilEmpty does not wait for them, so the relay may finish
+// before its River client has fetched one, and they must still be named.
+func (w *relayWorker) reportLeft(ctx context.Context) {
+	if w.opts.Broker == "" || w.opts.OnSent == nil {
+		return
+	}
+	params := river.NewJobListParams().Queues(outboxQueue(w.opts.Destination)).States(pendingStates...).First(w.opts.Batch).
+		Where("metadata ->> 'broker' IS NOT NULL AND metadata ->> 'broker' <> '' AND metadata ->> 'broker' <> @broker", river.NamedArgs{"broker": w.opts.Broker})
+	res, err := w.p.client.JobList(ctx, params)
+	if err != nil {
+		return // best effort: the entries stay in the outbox either way
+	}
+	for _, job := range res.Jobs {
+		if _, done := w.reported.LoadOrStore(job.ID, true); !done {
+			w.opts.OnSent(job.ID, w.otherBroker(job.ID, entryBroker(job.Metadata)))
+		}
+	}
+}
+
+// otherBroker is the error of an entry bound to broker bound, not the
+// relay's.
+func (w *relayWorker) otherBroker(id int64, bound string) error {
+	return fmt.Errorf("pipeline: outbox entry %d of destination %s is bound to broker %s, this relay publishes to %s: left in the outbox for a relay of that broker: %w",
+		id, w.opts.Destination, bound, w.opts.Broker, ErrOtherBroker)
 }
 
 // ErrOtherBroker marks, in RelayOptions.OnSent, an entry bound to another
@@ -165,6 +199,9 @@ type relayWorker struct {
 	// failures counts publishes failed in a row, across entries (an outage
 	// fails them all); a confirmed publish resets it.
 	failures atomic.Int64
+	// reported holds the ids of the entries bound to another broker that
+	// OnSent was told of.
+	reported sync.Map
 }
 
 // Timeout bounds one publish and its confirmation.
@@ -184,9 +221,8 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	if bound := entryBroker(job.Metadata); w.opts.Broker != "" && bound != "" && bound != w.opts.Broker {
 		// Another broker's entry: leave it, unpublished and no attempt
 		// spent, for a relay of that broker.
-		return &relaySnooze{snooze: river.JobSnooze(leaveDelay(job.Metadata)),
-			err: fmt.Errorf("pipeline: outbox entry %d of destination %s is bound to broker %s, this relay publishes to %s: left in the outbox for a relay of that broker: %w",
-				job.ID, w.opts.Destination, bound, w.opts.Broker, ErrOtherBroker)}
+		w.reported.Store(job.ID, true)
+		return &relaySnooze{snooze: river.JobSnooze(leaveDelay(job.Metadata)), err: w.otherBroker(job.ID, bound)}
 	}
 	enc := compactJSON(job.Args.Ticket)
 	t, err := claimcheck.ParseTicket(enc)

@@ -281,3 +281,53 @@ func TestMaxDestinationLen(t *testing.T) {
 		t.Fatalf("the longest outbox queue name is %d characters; River's limit is 64", n)
 	}
 }
+
+// TestRelayReportsOtherBrokersEntries: a relay with UntilEmpty does not
+// wait for entries bound to another broker, and still reports each to
+// OnSent with ErrOtherBroker before it returns, even when it finishes
+// before its River client has fetched them (it used to say nothing then,
+// and TestOutboxEntryBoundToItsBroker failed at load 13).
+func TestRelayReportsOtherBrokersEntries(t *testing.T) {
+	b := setup(t, dbtest.SQLite(t), nil)
+	var ids []int64
+	for i := range 3 {
+		res, err := b.p.Enqueue(b.ctx, "pages", "acme", strings.NewReader(fmt.Sprintf("bound %d", i)), &EnqueueOptions{Destinations: []string{"billing"}, Broker: "amqp://rabbit.example/?queue=billing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.JobID)
+	}
+	for round := range 3 {
+		if round > 0 {
+			// Entries the relay's River client will not fetch: what a
+			// relay finishing first sees, deterministically.
+			if _, err := b.p.db.ExecContext(b.ctx, `UPDATE river_job SET state = 'scheduled', scheduled_at = datetime('now', '+1 hour', 'subsec') WHERE queue = $1`, outboxQueue("billing")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var mu sync.Mutex
+		left := map[int64]int{}
+		ctx, cancel := context.WithTimeout(b.ctx, workTimeout)
+		err := b.p.Relay(ctx, RelayOptions{Destination: "billing", Broker: "nats://nats.example/?subject=billing", Transport: brokertest.NewFake(1 << 20), UntilEmpty: true,
+			OnSent: func(id int64, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !errors.Is(err, ErrOtherBroker) {
+					t.Errorf("entry %d: %v, want ErrOtherBroker", id, err)
+				}
+				left[id]++
+			}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if left[id] != 1 {
+				t.Errorf("round %d: entry %d reported %d times, want once: %v", round, id, left[id], left)
+			}
+		}
+	}
+	if empty, err := b.p.OutboxEmpty(b.ctx, "billing"); err != nil || empty {
+		t.Fatalf("the bound entries left the outbox: empty %v, %v", empty, err)
+	}
+}
