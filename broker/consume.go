@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/claimcheck/claimcheck"
 )
 
@@ -679,8 +683,21 @@ func recordHeld(ctx context.Context, opts ConsumeOptions, o Outcome, report func
 	}
 }
 
-// work runs one delivery and decides how to settle it.
-func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, o Outcome) Outcome {
+// work runs one delivery and decides how to settle it, in a span that
+// continues the producer's trace from the message's attributes (W3C trace
+// context, set by the relay).
+func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, o Outcome) (r Outcome) {
+	_, tp := store.Telemetry()
+	ctx, span := tp.Tracer(claimcheck.InstrumentationName).Start(propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(d.Attributes)), "claimcheck.receive",
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attribute.String("claimcheck.queue", o.Queue), attribute.String("claimcheck.message", o.ID),
+			attribute.Int64("claimcheck.job", o.Job), attribute.Int("claimcheck.attempt", o.Attempt)))
+	defer func() {
+		span.SetAttributes(attribute.String("claimcheck.kind", r.Kind), attribute.String("claimcheck.tenant", r.Tenant))
+		if r.Ticket != nil {
+			span.SetAttributes(claimcheck.TicketAttributes(r.Ticket)...)
+		}
+		claimcheck.EndSpan(span, r.Err)
+	}()
 	fail := func(err error, permanent bool) Outcome { return opts.fail(o, err, permanent) }
 	dec, err := DecodeBody(d.Message)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -168,7 +170,25 @@ type EnqueueResult struct {
 // key or attachment name; the check-in's errors (see
 // claimcheck.Store.CheckIn), naming the attachment whose check-in failed;
 // the database's errors, wrapped.
-func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader, opts *EnqueueOptions) (*EnqueueResult, error) {
+func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader, opts *EnqueueOptions) (res *EnqueueResult, err error) {
+	ctx, span := p.tel.tracer.Start(ctx, "claimcheck.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("claimcheck.kind", kind), attribute.String("claimcheck.tenant", tenant)))
+	defer func() {
+		if res != nil {
+			span.SetAttributes(attribute.Int64("claimcheck.job", res.JobID), attribute.Bool("claimcheck.duplicate", res.Duplicate))
+			if res.Ticket != nil {
+				span.SetAttributes(claimcheck.TicketAttributes(res.Ticket)...)
+			}
+		}
+		if opts != nil && len(opts.Destinations) > 0 {
+			span.SetAttributes(attribute.StringSlice("claimcheck.outbox", opts.Destinations))
+		}
+		claimcheck.EndSpan(span, err)
+	}()
+	return p.enqueue(ctx, kind, tenant, r, opts)
+}
+
+func (p *Pipeline) enqueue(ctx context.Context, kind, tenant string, r io.Reader, opts *EnqueueOptions) (*EnqueueResult, error) {
 	if opts == nil {
 		opts = &EnqueueOptions{}
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -224,6 +226,12 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 		w.reported.Store(job.ID, true)
 		return &relaySnooze{snooze: river.JobSnooze(leaveDelay(job.Metadata)), err: w.otherBroker(job.ID, bound)}
 	}
+	// The publish continues the producer's trace (the entry's metadata)
+	// and hands it on in the message's attributes.
+	sctx, link := fromMetadata(ctx, job.Metadata)
+	ctx, span := w.p.tel.tracer.Start(sctx, "claimcheck.relay.publish", trace.WithSpanKind(trace.SpanKindProducer), link,
+		trace.WithAttributes(append(jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), attribute.String("claimcheck.destination", w.opts.Destination))...))
+	defer func() { claimcheck.EndSpan(span, err) }()
 	enc := compactJSON(job.Args.Ticket)
 	t, err := claimcheck.ParseTicket(enc)
 	if err != nil {
@@ -233,6 +241,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	if err != nil {
 		return deadLetter(err)
 	}
+	traceContext.Inject(ctx, propagation.MapCarrier(m.Attributes))
 	key := MessageID(job.ID, enc)
 	m.Attributes[broker.AttrIdempotencyKey] = key
 	m.Attributes[broker.AttrID] = PublishID(key, job.Attempt)

@@ -274,6 +274,10 @@ func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 		Workers:              workers,
 		FetchPollInterval:    100 * time.Millisecond,
 		FetchCooldown:        20 * time.Millisecond,
+		// River's own spans and metrics (river.insert_many, river.work),
+		// on the store's providers; the trace context of each insert goes
+		// into the job's metadata (traceparent), never into its ticket.
+		Plugins: []rivertype.Plugin{p.riverTelemetry()},
 	}
 }
 

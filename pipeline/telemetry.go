@@ -6,12 +6,15 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
+	"github.com/riverqueue/rivercontrib/otelriver"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
@@ -74,6 +77,44 @@ func (p *Pipeline) registerGauges() {
 	if err == nil {
 		p.gauges = reg
 	}
+}
+
+// riverTelemetry is River's OpenTelemetry middleware (otelriver) on the
+// store's providers, injecting W3C trace context into each job's metadata.
+func (p *Pipeline) riverTelemetry() *otelriver.Middleware {
+	mp, tp := p.store.Telemetry()
+	return otelriver.NewMiddleware(&otelriver.MiddlewareConfig{MeterProvider: mp, TracerProvider: tp, EnableTracePropagation: true})
+}
+
+// traceContext is W3C trace context, the propagation between producer and
+// worker: in River job metadata and in broker message attributes.
+var traceContext = propagation.TraceContext{}
+
+// fromMetadata returns ctx with the trace context River's middleware put
+// in a job's metadata as the remote parent, and a link to the span ctx
+// already holds (River's work span, which only links to the producer).
+func fromMetadata(ctx context.Context, metadata []byte) (context.Context, trace.SpanStartOption) {
+	link := trace.WithLinks(trace.LinkFromContext(ctx))
+	var m map[string]any
+	if json.Unmarshal(metadata, &m) != nil {
+		return ctx, link
+	}
+	carrier := propagation.MapCarrier{}
+	for _, k := range traceContext.Fields() {
+		if v, ok := m[k].(string); ok {
+			carrier[k] = v
+		}
+	}
+	if len(carrier) == 0 {
+		return ctx, link
+	}
+	return traceContext.Extract(ctx, carrier), link
+}
+
+// jobAttrs are a job's span attributes.
+func jobAttrs(id int64, kind, tenant string, attempt int) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.Int64("claimcheck.job", id), attribute.String("claimcheck.kind", kind),
+		attribute.String("claimcheck.tenant", tenant), attribute.Int("claimcheck.attempt", attempt)}
 }
 
 func must[T any](v T, err error) T {

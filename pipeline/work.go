@@ -17,6 +17,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -408,6 +410,14 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 	defer stopBeat()
 
 	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
+	// The attempt's span continues the producer's trace (River's metadata).
+	sctx, link := fromMetadata(ctx, job.Metadata)
+	ctx, span := w.p.tel.tracer.Start(sctx, "claimcheck.work", trace.WithSpanKind(trace.SpanKindConsumer), link,
+		trace.WithAttributes(jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt)...))
+	defer func() {
+		span.SetAttributes(attribute.String("claimcheck.outcome", string(o.State)))
+		claimcheck.EndSpan(span, o.Err)
+	}()
 	err = w.attempt(ctx, st, job, &o)
 	cause := context.Cause(ctx)
 	switch {

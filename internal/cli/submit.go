@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -234,6 +236,11 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	if err := e.startupChecks(ctx, g, s.err, o.strict); err != nil {
 		return err
 	}
+	// The trace the job carries to its worker (docs/observability.md).
+	_, tp := e.store.Telemetry()
+	ctx, span := tp.Tracer(claimcheck.InstrumentationName).Start(ctx, "claimcheck.submit",
+		trace.WithAttributes(attribute.String("claimcheck.kind", o.kind), attribute.String("claimcheck.tenant", o.tenant)))
+	defer span.End()
 	if !o.allowEmpty && in != nil {
 		in = &nonEmpty{r: in, what: o.file}
 	}
