@@ -74,6 +74,10 @@ type openOptions struct {
 	// up or use a deployment (submit, work, run, relay, doctor, verify,
 	// migrate, bench) create a SQLite job database.
 	readOnly bool
+	// makeKey (with readOnly): a missing key file is made as submit makes
+	// it, because the command checks payloads in (serve's HTTP API): with
+	// readOnly alone it would store them unencrypted.
+	makeKey bool
 	// memOK: the command submits and works in this one process, so a
 	// mem:// store is usable.
 	memOK bool
@@ -135,7 +139,7 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	if o.noWrites {
 		spool = os.TempDir() // a result being verified: not in the data directory
 	}
-	keeper, keyID, err := g.openKeeper(ctx, data, o.readOnly)
+	keeper, keyID, err := g.openKeeper(ctx, data, o.readOnly && !o.makeKey)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,12 @@ type serveOptions struct {
 	tlsCert, tlsKey string
 }
 
+// opening opens an existing deployment, and makes its payload key if it
+// has none yet, as submit does: the HTTP API checks payloads in.
+func (o *serveOptions) opening() (*globals, openOptions) {
+	return o.g, openOptions{readOnly: true, makeKey: true}
+}
+
 // Validate checks --addr is host:port, and that --tls-cert and --tls-key
 // come together.
 func (o *serveOptions) Validate() error {
