@@ -168,32 +168,44 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		}
 	}
 
-	spool, err := s.createSpool()
+	// A file:// store writes the object itself (filestore.go): an
+	// unencrypted payload straight into a temporary file of the store,
+	// renamed to its key once that is known; an encrypted one is spooled,
+	// then sealed into it.
+	var objTemp *os.File // the object's temporary file, when written in pass one
+	var spool *spoolFile
+	tempDir, direct := "", false
+	if key != "" {
+		var path string
+		if path, direct = s.filePath(key); direct {
+			tempDir = filepath.Dir(path)
+		}
+	} else if path, ok := s.filePath(rolePrefix(opts.Result) + tenant + "/x"); ok {
+		tempDir, direct = filepath.Dir(path), true
+	}
+	var dst io.Writer
+	what := "spool file in data directory"
+	if direct && s.seal == nil {
+		f, err := s.createStoreTemp(tempDir)
+		if err != nil {
+			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
+		}
+		objTemp, dst, what = f, f, "object file in the file store"
+		defer func() { removeTemp(objTemp) }() // nil once committed or handed on
+	} else {
+		var err error
+		if spool, err = s.createSpool(); err != nil {
+			return nil, err
+		}
+		defer spool.Close()
+		dst = spool.File
+	}
+	n, err := s.spoolHashed(ctx, tenant, dst, what, head.Bytes(), src, h)
+	head = bytes.Buffer{}
 	if err != nil {
 		return nil, err
 	}
-	defer spool.Close()
-	limit := &limitWriter{w: io.MultiWriter(spool, h), max: s.maxSize}
-	if _, err := limit.Write(head.Bytes()); err != nil {
-		if errors.Is(err, ErrUnavailable) { // the spool (a full disk)
-			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
-		}
-		return nil, s.tooLarge(tenant, err)
-	}
-	head = bytes.Buffer{}
-	if _, err := io.Copy(limit, ctxio.Reader(ctx, src)); err != nil {
-		if errors.Is(err, ErrPayloadTooLarge) {
-			return nil, s.tooLarge(tenant, err)
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w: %w", tenant, ErrUnavailable, ctx.Err())
-		}
-		if errors.Is(err, ErrUnavailable) { // the spool (a full disk)
-			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
-		}
-		return nil, fmt.Errorf("claimcheck: check in tenant=%s: read payload: %w", tenant, pathErrNoName(err))
-	}
-	t.SHA256, t.Size = h.sha256(), limit.n
+	t.SHA256, t.Size = h.sha256(), n
 	if key == "" {
 		key = contentKey(opts.Result, tenant, h.keyDigest())
 		if s.seal != nil {
@@ -209,11 +221,34 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 			return nil, fmt.Errorf("claimcheck: check in %s: %w", t, err)
 		}
 	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("claimcheck: check in %s: rewind spool: %v", t, pathErrNoName(err))
+	if spool != nil {
+		if _, err := spool.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("claimcheck: check in %s: rewind spool: %v", t, pathErrNoName(err))
+		}
 	}
-	if err := s.put(ctx, t, spool); err != nil {
-		return nil, err
+	if path, ok := s.filePath(key); ok && direct {
+		f := objTemp
+		objTemp = nil // putFile removes it unless it becomes the object
+		var body io.Reader
+		if spool != nil {
+			body = spool.File
+		}
+		if err := s.putFile(ctx, t, path, f, body); err != nil {
+			return nil, err
+		}
+	} else {
+		var body io.Reader
+		if spool != nil {
+			body = spool
+		} else { // written in the store and yet not to be renamed: copy it
+			if _, err := objTemp.Seek(0, io.SeekStart); err != nil {
+				return nil, fileError("claimcheck: check in "+t.String()+": rewind", err)
+			}
+			body = objTemp
+		}
+		if err := s.put(ctx, t, body); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.sign(t); err != nil {
 		return nil, err
@@ -242,22 +277,9 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 			return err
 		}
 	}
-	meta := map[string]string{
-		metaSHA256: t.SHA256,
-		metaSize:   strconv.FormatInt(t.Size, 10),
-		metaTenant: t.Tenant,
-	}
-	var aead tink.StreamingAEAD
-	if s.seal != nil {
-		// Wrap the data key before anything is written: if the keeper
-		// cannot, nothing is stored, in plaintext or otherwise.
-		var err error
-		if aead, meta[metaDEK], err = s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key)); err != nil {
-			return fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
-		}
-		if s.seal.keyID != "" {
-			meta[metaKEKID] = s.seal.keyID
-		}
+	meta, aead, err := s.objectMeta(ctx, t)
+	if err != nil {
+		return err
 	}
 	var file *os.File
 	wctx, cancel := context.WithCancel(ctx)
@@ -280,8 +302,9 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 	if err != nil {
 		return storeError("claimcheck: check in "+t.String(), err, false)
 	}
-	// Plain reader and writer, so io.Copy cannot pick blob.Writer.ReadFrom
-	// and its 1 MiB buffer per check-in. The reader stops once ctx is done,
+	// Plain reader and writer, so io.Copy cannot pick blob.Writer.ReadFrom:
+	// one 1 MiB buffer (fewer hand-offs into the upload's pipe than 32 KiB
+	// pieces). The reader stops once ctx is done,
 	// so a cancelled check-in stops sending and its upload is aborted.
 	var dst io.WriteCloser = nopWriteCloser{w}
 	if aead != nil {
@@ -291,7 +314,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 			return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 		}
 	}
-	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, ctxio.Reader(ctx, body), make([]byte, 32<<10))
+	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, ctxio.Reader(ctx, body), make([]byte, fileBuf))
 	if err == nil {
 		err = dst.Close() // the final ciphertext segment
 	}
@@ -324,6 +347,30 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// objectMeta is the metadata recorded on t's object and, when the store
+// encrypts, the data key's AEAD, its wrapped key in the metadata. The data
+// key is wrapped before anything is written: if the keeper cannot, nothing
+// is stored, in plaintext or otherwise.
+func (s *Store) objectMeta(ctx context.Context, t *Ticket) (map[string]string, tink.StreamingAEAD, error) {
+	meta := map[string]string{
+		metaSHA256: t.SHA256,
+		metaSize:   strconv.FormatInt(t.Size, 10),
+		metaTenant: t.Tenant,
+	}
+	if s.seal == nil {
+		return meta, nil, nil
+	}
+	aead, dek, err := s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key))
+	if err != nil {
+		return nil, nil, fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
+	}
+	meta[metaDEK] = dek
+	if s.seal.keyID != "" {
+		meta[metaKEKID] = s.seal.keyID
+	}
+	return meta, aead, nil
 }
 
 // fileKeyLocks serialize writes of one key into a file:// store within this
@@ -451,23 +498,6 @@ func (d *digester) keyDigest() string {
 		return d.sha256()
 	}
 	return hex.EncodeToString(d.mac.Sum(nil))
-}
-
-// limitWriter fails with ErrPayloadTooLarge once more than max bytes (when
-// max > 0) have been written.
-type limitWriter struct {
-	w   io.Writer
-	max int64
-	n   int64
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	if l.max > 0 && l.n+int64(len(p)) > l.max {
-		return 0, ErrPayloadTooLarge
-	}
-	n, err := l.w.Write(p)
-	l.n += int64(n)
-	return n, err
 }
 
 type countingReader struct {

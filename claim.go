@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-
-	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // Payload is a claimed payload: the handle a worker gets for a ticket. It
@@ -53,7 +51,9 @@ func (p *Payload) Size() int64 { return p.ticket.Size }
 
 // Verify fetches the payload and checks its size and SHA-256 against the
 // ticket, keeping the verified bytes in a temporary file under the spool
-// directory (never in memory) until Close. Calling it again is free.
+// directory (never in memory) until Close; an unencrypted object of a
+// file:// store is verified where it lies and its file, held open, is the
+// verified copy (no spool written). Calling it again is free.
 //
 // Errors: ErrPayloadMissing when the object does not exist; ErrPayloadCorrupt
 // on a size or digest mismatch; ErrAccessDenied or ErrUnavailable for store
@@ -68,6 +68,14 @@ func (p *Payload) Verify(ctx context.Context) error {
 	if p.verified != nil {
 		return nil
 	}
+	// An unencrypted object of a file:// store is verified where it lies,
+	// and read from there: no copy (filestore.go).
+	if f, ok, err := p.verifyFile(ctx); err != nil {
+		return err
+	} else if ok {
+		p.verified = &spoolFile{f}
+		return nil
+	}
 	r, err := p.OpenStream(ctx)
 	if err != nil {
 		return err
@@ -78,8 +86,10 @@ func (p *Payload) Verify(ctx context.Context) error {
 		return err
 	}
 	// 1 MiB reads (one ciphertext segment), and no File.ReadFrom with its
-	// 32 KiB reads: fewer hand-offs from the decrypting goroutine.
-	if _, err := io.CopyBuffer(struct{ io.Writer }{spool}, ctxio.Reader(ctx, r), make([]byte, 1<<20)); err != nil {
+	// 32 KiB reads: fewer hand-offs from the decrypting goroutine; the
+	// spool is written by a goroutine of its own, overlapping the fetch
+	// and the hashing.
+	if err := copyAhead(ctx, spool, r); err != nil {
 		spool.Close()
 		if !errors.Is(err, ErrPayloadCorrupt) && ctx.Err() != nil {
 			return fmt.Errorf("claimcheck: claim %s: %w: %w", p.ticket, ErrUnavailable, ctx.Err())

@@ -112,6 +112,12 @@ type Store struct {
 	maxSize   int64
 	spoolDir  string
 	fileRoot  string // set for file:// buckets: directories to fsync live under it
+	// fileDirect: check-ins into the file:// store are written by
+	// claimcheck itself, not fileblob's writer (filestore.go).
+	fileDirect bool
+	// syncHook, when set (tests only: export_test.go), is told each step
+	// of a file:// commit (filestore.go).
+	syncHook  func(op, path string)
 	owned     bool
 	signKey   []byte  // nil: tickets are not signed
 	seal      *sealer // nil: payloads are stored as they are
@@ -153,6 +159,7 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 	}
 	location := storeLocation(u, ns)
 	var fileRoot string
+	var fileDirect bool
 	if u.Scheme == "file" {
 		// fileblob ignores a host (file://data/x opens /x), and reads "." as
 		// a relative path that fileRoot below would not match.
@@ -171,6 +178,9 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 			q.Set("no_tmp_dir", "1")
 		}
 		u.RawQuery = q.Encode()
+		// Written once, into a file without a name until it is
+		// complete (filestore.go), where the file system allows it.
+		fileDirect = fileDirectURL(q) && anonSupported(fileRoot)
 	}
 	grace, err := notFoundGraceFromURL(u) // notfound_grace (housekeeping.go)
 	if err != nil {
@@ -213,7 +223,7 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 			s.notFoundGrace = 0 // read after write is immediate here
 		}
 	}
-	s.fileRoot = fileRoot
+	s.fileRoot, s.fileDirect = fileRoot, fileDirect
 	s.owned = true
 	return s, nil
 }
@@ -355,6 +365,7 @@ func (s *Store) syncDirs(dir string) error {
 		if err := syncPath(d); err != nil {
 			return err
 		}
+		s.synced("fsync dir", d)
 		if d == root || !strings.HasPrefix(d, root+string(filepath.Separator)) {
 			return nil
 		}
