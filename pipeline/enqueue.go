@@ -381,7 +381,9 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 // insert writes one job (dest empty) in queue, or outbox entry, and its
 // registry row.
 func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind, queue string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
-	args := jobArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: enc, Destination: dest}
+	// enc is t.Marshal(): validated, within its budget, the bytes the
+	// job's arguments carry (insertArgs marshals t alike).
+	args := insertArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: t, Destination: dest}
 	insert := &river.InsertOpts{Queue: queue, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
 	if dest != "" {
 		insert.Queue = outboxQueue(dest)
