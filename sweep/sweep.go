@@ -242,7 +242,7 @@ var ErrEmptyRegistry = errors.New("the claims registry is empty, so every object
 //
 // Errors: claimcheck.ErrConfig for bad Options; ErrEmptyRegistry; the
 // store's and the database's errors, wrapped; ctx's error.
-func Sweep(ctx context.Context, opts Options) (*Report, error) {
+func Sweep(ctx context.Context, opts Options) (_ *Report, err error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -253,7 +253,10 @@ func Sweep(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	s.rep = &Report{DryRun: o.DryRun, Grace: o.Grace, Prefixes: o.Prefixes, Expiry: o.Expiry, ByReason: map[Reason]int{}, RemovedByReason: map[Reason]int{}, Started: s.now()}
-	defer func() { s.rep.Elapsed = time.Since(start) }()
+	defer func() {
+		s.rep.Elapsed = time.Since(start)
+		record(ctx, o.Store, s.rep, err)
+	}()
 	if err := s.otherPrefixes(ctx); err != nil {
 		return s.rep, err
 	}

@@ -355,3 +355,55 @@ func TestJobLogLine(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsSweep: the last sweep's orphans, found and removed, show as
+// gauges on /metrics.
+func TestMetricsSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tel, err := telemetry.New(ctx, telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(ctx)
+	ctx = telemetry.NewContext(ctx, tel)
+	mux := http.NewServeMux()
+	mountObservability(mux, tel, nil)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	b := setup(t)
+	if r := b.runWith(ctx, "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "bash.pdf")); r.code != 0 {
+		t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
+	}
+	stray := filepath.Join(b.data, "objects", claimcheck.PrefixPayloads, "acme", "stray-object")
+	if err := os.WriteFile(stray, []byte("no job refers to this"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(stray, old, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dryRun         bool
+		found, removed float64
+	}{{true, 1, 0}, {false, 1, 1}} {
+		args := []string{"sweep"}
+		if c.dryRun {
+			args = append(args, "--dry-run")
+		}
+		if r := b.runWith(ctx, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		fams := scrape(t, srv.URL+"/metrics")
+		labels := map[string]string{"dry_run": strconv.FormatBool(c.dryRun), "outcome": "ok"}
+		found, removed := total(fams, "claimcheck_sweep_orphans_found", labels).value, total(fams, "claimcheck_sweep_orphans_removed", labels).value
+		if found != c.found || removed != c.removed {
+			t.Errorf("%v: orphans found %v removed %v, want %v and %v", args, found, removed, c.found, c.removed)
+		} else {
+			t.Logf("%v: claimcheck_sweep_orphans_found%v %v, claimcheck_sweep_orphans_removed %v", args, labels, found, removed)
+		}
+	}
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("the orphan is still there after sweep: %v", err)
+	}
+}
