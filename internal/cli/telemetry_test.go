@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/outageproxy"
 	"github.com/claimcheck/claimcheck/internal/telemetry"
 	"github.com/claimcheck/claimcheck/internal/testenv"
 )
@@ -405,5 +406,37 @@ func TestMetricsSweep(t *testing.T) {
 	}
 	if _, err := os.Stat(stray); !os.IsNotExist(err) {
 		t.Errorf("the orphan is still there after sweep: %v", err)
+	}
+}
+
+// TestReadyzBroker: work --broker --http's /readyz checks the broker too:
+// 503 naming it while a proxy cuts RabbitMQ, 200 again after.
+func TestReadyzBroker(t *testing.T) {
+	t.Parallel()
+	u := brokers[0].url(t) // RabbitMQ, a queue of its own
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := outageproxy.New(t, parsed.Host)
+	parsed.Host = proxy.Addr()
+	b := setup(t)
+	base, stderr := b.startWork(context.Background(), "--broker", parsed.String(), "work", "--kind", "pdf-info")
+	body := waitStatus(t, base+"/readyz", http.StatusOK)
+	if !strings.Contains(body, "ok broker") {
+		t.Fatalf("/readyz 200 without the broker: %q", body)
+	}
+	t.Logf("/readyz before the cut: 200\n%s", body)
+	proxy.Cut()
+	body = waitStatus(t, base+"/readyz", http.StatusServiceUnavailable)
+	if !strings.Contains(body, "FAIL broker") || strings.Contains(body, "guest:guest") {
+		t.Errorf("/readyz 503 does not name the broker, or shows its password: %q", body)
+	}
+	t.Logf("/readyz during the cut: 503\n%s", body)
+	proxy.Restore()
+	body = waitStatus(t, base+"/readyz", http.StatusOK)
+	t.Logf("/readyz after the cut: 200\n%s", body)
+	if t.Failed() {
+		t.Logf("work's stderr:\n%s", stderr.String())
 	}
 }
