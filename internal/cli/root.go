@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,7 +157,7 @@ in the data directory.`,
 	f.Int64Var(&g.maxPayloadSize, "max-payload-size", envInt("CLAIMCHECK_MAX_PAYLOAD_SIZE", 0, &g.envErrs), "reject payloads larger than this many bytes; 0 for no limit (env CLAIMCHECK_MAX_PAYLOAD_SIZE)")
 	f.IntVar(&g.maxAttempts, "max-attempts", int(envInt("CLAIMCHECK_MAX_ATTEMPTS", pipeline.DefaultMaxAttempts, &g.envErrs)), "attempts of a job failing transiently before it is dead; set on the jobs a command submits (env CLAIMCHECK_MAX_ATTEMPTS)")
 	f.StringVar(&g.brokerURL, "broker", envOr("CLAIMCHECK_BROKER", ""), "send jobs through this broker instead of the job database's queue: amqp://user:pass@host:5672/?queue=Q (RabbitMQ), nats://host:4222?stream=S (NATS JetStream) or sqs://?queue_url=…&dead_letter_queue_url=… (SQS; see docs/brokers.md); submit writes the outbox, work and run relay and consume (env CLAIMCHECK_BROKER)")
-	f.StringVar(&g.destination, "destination", envOr("CLAIMCHECK_DESTINATION", "default"), "outbox destination of --broker: the outbox queue a relay publishes from, to the --broker it is given; give each broker queue its own destination (2 to 48 characters a-z, 0-9, single - or _ between them; env CLAIMCHECK_DESTINATION)")
+	f.StringVar(&g.destination, "destination", envOr("CLAIMCHECK_DESTINATION", "default"), "outbox destination of --broker: the outbox queue a relay publishes from, to the --broker it is given; give each broker queue its own destination (2 to "+strconv.Itoa(pipeline.MaxDestinationLen)+" characters a-z, 0-9, single - or _ between them; env CLAIMCHECK_DESTINATION)")
 	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	root.AddCommand(
