@@ -271,39 +271,7 @@ func TestConsumeLeavesUnservedTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := brokertest.NewFake(64 << 10)
-	m, err := broker.NewMessage("doc", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
-		t.Fatal(err)
-	}
-	inbox := brokertest.NewMemInbox()
-	consume := func(store *claimcheck.Store) (broker.Outcome, int) {
-		var runs atomic.Int64
-		var got broker.Outcome
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
-			Inbox: inbox,
-			Handlers: map[string]claimcheck.Handler{"doc": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
-				runs.Add(1)
-				return nil, nil
-			})},
-			OnDone: func(_ *broker.Delivery, o broker.Outcome) { got = o; cancel() },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got, int(runs.Load())
-	}
-	if o, runs := consume(open("acme")); o.Action != broker.Released || runs != 0 || o.Err != nil {
-		t.Fatalf("acme consumer on globex's message: %s (err %v), handler ran %d times; want released, not run", o.Action, o.Err, runs)
-	}
-	if o, runs := consume(open("globex")); o.Action != broker.Acked || runs != 1 || o.Attempt != 1 {
-		t.Fatalf("globex consumer: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", o.Action, o.Attempt, runs)
-	}
+	leftThenWorked(t, tk, open("acme"), open("globex"), "acme consumer on globex's message", "globex consumer")
 }
 
 // TestConsumeLeavesOtherStores: a consumer whose store is named us leaves
@@ -326,6 +294,16 @@ func TestConsumeLeavesOtherStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	leftThenWorked(t, tk, open("us"), open("eu"), "us consumer on eu's message", "eu consumer")
+}
+
+// leftThenWorked publishes tk's message on a fresh fake broker and
+// consumes it with wrong, which must release it without running the
+// handler (nor spending an attempt), then with right, which must ack it on
+// attempt 1, running the handler once.
+func leftThenWorked(t *testing.T, tk *claimcheck.Ticket, wrong, right *claimcheck.Store, wrongWho, rightWho string) {
+	t.Helper()
+	ctx := t.Context()
 	tr := brokertest.NewFake(64 << 10)
 	m, err := broker.NewMessage("doc", tk)
 	if err != nil {
@@ -353,10 +331,10 @@ func TestConsumeLeavesOtherStores(t *testing.T) {
 		}
 		return got, int(runs.Load())
 	}
-	if o, runs := consume(open("us")); o.Action != broker.Released || runs != 0 || o.Err != nil {
-		t.Fatalf("us consumer on eu's message: %s (err %v), handler ran %d times; want released, not run", o.Action, o.Err, runs)
+	if o, runs := consume(wrong); o.Action != broker.Released || runs != 0 || o.Err != nil {
+		t.Fatalf("%s: %s (err %v), handler ran %d times; want released, not run", wrongWho, o.Action, o.Err, runs)
 	}
-	if o, runs := consume(open("eu")); o.Action != broker.Acked || runs != 1 || o.Attempt != 1 {
-		t.Fatalf("eu consumer: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", o.Action, o.Attempt, runs)
+	if o, runs := consume(right); o.Action != broker.Acked || runs != 1 || o.Attempt != 1 {
+		t.Fatalf("%s: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", rightWho, o.Action, o.Attempt, runs)
 	}
 }
