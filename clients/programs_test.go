@@ -1,10 +1,10 @@
 package clients_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +48,13 @@ func need(t *testing.T, c *client) {
 // together; a non-zero exit fails t.
 func (c *client) run(t *testing.T, srv string, args ...string) string {
 	t.Helper()
-	stdout, stderr, err := c.exec(t, srv, nil, args...)
+	return c.runEnv(t, srv, nil, args...)
+}
+
+// runEnv is run with env (NAME=VALUE) added to the environment.
+func (c *client) runEnv(t *testing.T, srv string, env []string, args ...string) string {
+	t.Helper()
+	stdout, stderr, err := c.exec(t, srv, env, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", filepath.Base(c.program), strings.Join(args, " "), err, stdout, stderr)
 	}
@@ -61,31 +67,11 @@ func (c *client) exec(t *testing.T, srv string, env []string, args ...string) (s
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.program, args...)
 	cmd.Dir = c.dir
-	cmd.Env = append(append(os.Environ(), "CLAIMCHECK_API_URL="+srv), env...)
+	cmd.Env = append(append(os.Environ(), "CLAIMCHECK_API_URL="+srv, noBytecode), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	return stdout.String(), stderr.String(), err
-}
-
-// exampleRun runs the client's example program and returns the JSON
-// objects it printed, one a line.
-func (c *client) exampleRun(t *testing.T, srv string, args ...string) []map[string]any {
-	t.Helper()
-	stdout, stderr, err := c.exec(t, srv, nil, append([]string{c.example}, args...)...)
-	if err != nil {
-		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", c.example, strings.Join(args, " "), err, stdout, stderr)
-	}
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(stdout))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("%s %s printed a line that is not JSON: %q\nstderr:\n%s", c.example, args[0], sc.Text(), stderr)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 func pythonClient() *client {
@@ -127,7 +113,14 @@ func lookProgram(env, name, how, check, flag string) (string, string) {
 // the server there, is a failure too).
 func pyUnittest(t *testing.T, c *client, srv, module string) {
 	t.Helper()
-	out := c.run(t, srv, "-m", "unittest", "-v", module)
+	pyUnittestEnv(t, c, srv, nil, module)
+}
+
+// pyUnittestEnv is pyUnittest with env (NAME=VALUE) added to the
+// environment.
+func pyUnittestEnv(t *testing.T, c *client, srv string, env []string, module string) {
+	t.Helper()
+	out := c.runEnv(t, srv, env, "-m", "unittest", "-v", module)
 	m := regexp.MustCompile(`(?m)^Ran (\d+) tests? in ([0-9.]+)s\s+^(OK|FAILED)(.*)$`).FindStringSubmatch(out)
 	if m == nil || m[3] != "OK" {
 		t.Fatalf("python3 -m unittest %s did not pass:\n%s", module, out)
@@ -142,7 +135,13 @@ func pyUnittest(t *testing.T, c *client, srv, module string) {
 // and fails t unless every test ran and passed.
 func nodeTest(t *testing.T, c *client, srv, file string) {
 	t.Helper()
-	out := c.run(t, srv, "--test", file)
+	nodeTestEnv(t, c, srv, nil, file)
+}
+
+// nodeTestEnv is nodeTest with env (NAME=VALUE) added to the environment.
+func nodeTestEnv(t *testing.T, c *client, srv string, env []string, file string) {
+	t.Helper()
+	out := c.runEnv(t, srv, env, "--test", file)
 	count := func(what string) int {
 		m := regexp.MustCompile(`(?m)^# ` + what + ` (\d+)$`).FindStringSubmatch(out)
 		if m == nil {
@@ -157,3 +156,18 @@ func nodeTest(t *testing.T, c *client, srv, file string) {
 	}
 	t.Logf("node --test %s: %d tests passed", file, pass)
 }
+
+// decodeObject decodes one line a client printed: a JSON object.
+func decodeObject(line string) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, fmt.Errorf("null, not an object")
+	}
+	return m, nil
+}
+
+// noBytecode keeps python3 from writing __pycache__ into the checkout.
+const noBytecode = "PYTHONDONTWRITEBYTECODE=1"
