@@ -22,6 +22,17 @@ const skip = URL_ ? false : 'CLAIMCHECK_API_URL is not set: go test -run TestCli
 const kind = (name) => `js-${name}-${randomBytes(4).toString('hex')}`;
 const sha256hex = (b) => createHash('sha256').update(b).digest('hex');
 
+// The job once its attempt is recorded: the outcome answers before the job
+// engine writes the job's row (it completes in batches).
+async function settled(c, id) {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const j = await c.job(id);
+    if (j.state !== 'running' || Date.now() > deadline) return j;
+    await sleep(100);
+  }
+}
+
 async function workOne(c, k, handler) {
   const outcomes = [];
   const n = await c.work(k, handler, { wait: 10, maxJobs: 1, onOutcome: (claim, o) => outcomes.push([claim, o]) });
@@ -79,7 +90,7 @@ test('submit from a stream (spooled to hash it first)', { skip }, async () => {
   assert.equal(s.ticket.size, data.length);
   const [, o] = await workOne(c, k, async () => null); // no result
   assert.equal(o.state, 'completed');
-  assert.equal((await c.job(s.id)).has_result, false);
+  assert.equal((await c.wait(s.id, { timeout: 60_000 })).has_result, false);
 });
 
 test('idempotency key', { skip }, async () => {
@@ -118,7 +129,7 @@ test('fail permanent: dead', { skip }, async () => {
     throw new Permanent('unsupported document');
   });
   assert.equal(o.state, 'dead');
-  const j = await c.job(s.id);
+  const j = await settled(c, s.id);
   assert.equal(j.dead, true);
   assert.equal(j.attempts, 1);
   assert.match(j.error, /unsupported document/);
@@ -133,7 +144,7 @@ test('fail transient: retried', { skip }, async () => {
   });
   assert.ok(['retrying', 'waiting'].includes(o.state), o.state);
   assert.equal(o.attempt, 1);
-  const j = await c.job(s.id);
+  const j = await settled(c, s.id);
   assert.equal(j.dead, false);
   assert.ok(['retryable', 'available', 'scheduled'].includes(j.state), j.state);
   assert.match(j.error, /renderer went away/);
@@ -153,7 +164,7 @@ test('lease extended while the handler runs', { skip }, async () => {
     return 'done';
   });
   assert.deepEqual([o.state, o.attempt], ['completed', 1]);
-  assert.equal((await c.job(s.id)).attempts, 1);
+  assert.equal((await settled(c, s.id)).attempts, 1);
   // Once completed, the lease is gone.
   await assert.rejects(claim.extend(), (e) => {
     assert.deepEqual([e.status, e.reason], [404, 'lease-not-found']);

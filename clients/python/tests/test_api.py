@@ -29,6 +29,16 @@ class API(unittest.TestCase):
     def setUp(self):
         self.c = Client()
 
+    def settled(self, job_id):
+        """The job once its attempt is recorded: the outcome answers before
+        the job engine writes the job's row (it completes in batches)."""
+        deadline = time.monotonic() + 60
+        while True:
+            j = self.c.job(job_id)
+            if j["state"] != "running" or time.monotonic() > deadline:
+                return j
+            time.sleep(0.1)
+
     def work_one(self, k, handler):
         outcomes = []
         n = self.c.work(k, handler, wait=10, max_jobs=1, on_outcome=lambda c, o: outcomes.append((c, o)))
@@ -84,7 +94,7 @@ class API(unittest.TestCase):
         self.assertEqual(s["ticket"]["size"], len(data))
         _, o = self.work_one(k, lambda c, p: None)  # no result
         self.assertEqual(o["state"], "completed")
-        self.assertFalse(self.c.job(s["id"])["has_result"])
+        self.assertFalse(self.c.wait(s["id"], timeout=60)["has_result"])
 
     def test_idempotency_key(self):
         k = kind("idem")
@@ -112,7 +122,7 @@ class API(unittest.TestCase):
 
         _, o = self.work_one(k, refuse)
         self.assertEqual(o["state"], "dead")
-        j = self.c.job(s["id"])
+        j = self.settled(s["id"])
         self.assertTrue(j["dead"])
         self.assertEqual(j["attempts"], 1)
         self.assertIn("unsupported document", j["error"])
@@ -127,7 +137,7 @@ class API(unittest.TestCase):
         _, o = self.work_one(k, flaky)
         self.assertIn(o["state"], ("retrying", "waiting"))
         self.assertEqual(o["attempt"], 1)
-        j = self.c.job(s["id"])
+        j = self.settled(s["id"])
         self.assertFalse(j["dead"])
         self.assertIn(j["state"], ("retryable", "available", "scheduled"))
         self.assertIn("renderer went away", j["error"])
@@ -148,7 +158,7 @@ class API(unittest.TestCase):
 
         claim, o = self.work_one(k, slow)
         self.assertEqual((o["state"], o["attempt"]), ("completed", 1))
-        self.assertEqual(self.c.job(s["id"])["attempts"], 1)
+        self.assertEqual(self.settled(s["id"])["attempts"], 1)
         # Once completed, the lease is gone.
         with self.assertRaises(APIError) as e:
             claim.extend()
