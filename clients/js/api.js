@@ -168,7 +168,12 @@ export class Client {
       if (this.token && hop === 0) h.authorization = `Bearer ${this.token}`;
       let resp;
       try {
-        resp = await fetch(url, { method, headers: h, body, duplex: body != null ? 'half' : undefined, redirect: 'manual', signal });
+        // A request with a body is never redirected: with redirect
+        // 'follow' or 'manual', Node's fetch (undici) keeps every byte of
+        // the body sent, to send it again after a 307 or 308, so memory
+        // grows with the payload (nodejs/undici#4058); with 'error' it
+        // streams in constant memory.
+        resp = await fetch(url, { method, headers: h, body, duplex: body != null ? 'half' : undefined, redirect: body != null ? 'error' : 'manual', signal });
       } catch (e) {
         if (e.name === 'AbortError') throw e;
         throw new APIError(0, 'unavailable', `${method} ${path}: ${e.cause?.code || e.cause?.message || e.message}`, false);
