@@ -294,8 +294,11 @@ export class Client {
    * runs the lease is extended every lease_seconds / 3. A handler that
    * throws Permanent fails the job permanently; any other error fails the
    * attempt transiently (its message is recorded: keep payload bytes out of
-   * it). onOutcome(claim, outcome) sees each Outcome. Transient API errors
-   * of the claim are retried after Retry-After (or 1 s).
+   * it). onOutcome(claim, outcome) sees each Outcome (state completed,
+   * retrying, waiting, dead, released, or lost: the lease ran out or could
+   * not be settled, and the job is back with the server's retry policy).
+   * Transient API errors of the claim are retried after Retry-After (or
+   * 1 s).
    */
   async work(kind, handler, { tenants = [], wait = 30, maxJobs = Infinity, untilEmpty = false, signal, onOutcome } = {}) {
     let done = 0;
@@ -313,7 +316,16 @@ export class Client {
         if (untilEmpty) break;
         continue;
       }
-      const outcome = await c.run(handler);
+      let outcome;
+      try {
+        outcome = await c.run(handler);
+      } catch (e) {
+        // The lease ran out (404 lease-not-found: the job went back to its
+        // queue for another attempt), or the server could not be reached to
+        // settle it: the job is no longer ours.
+        if (!(e instanceof APIError) || (e.status !== 404 && e.permanent)) throw e;
+        outcome = { id: c.job.id, state: 'lost', attempt: c.job.attempt, reason: e.reason, message: e.detail };
+      }
       done++;
       onOutcome?.(c, outcome);
     }

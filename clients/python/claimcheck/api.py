@@ -423,7 +423,9 @@ class Client:
         fails the job permanently; any other exception fails the attempt
         transiently (the message is the exception's type and text: keep
         payload bytes out of it). on_outcome(claim, outcome) sees each
-        Outcome (state completed, retrying, waiting, dead, released).
+        Outcome (state completed, retrying, waiting, dead, released, or
+        lost: the lease ran out or could not be settled, and the job is
+        back with the server's retry policy).
         Transient API errors of the claim are retried after Retry-After (or
         1 s); others are raised."""
         done = 0
@@ -439,7 +441,15 @@ class Client:
                 if until_empty:
                     break
                 continue
-            outcome = c.run(handler)
+            try:
+                outcome = c.run(handler)
+            except APIError as e:
+                # The lease ran out (404 lease-not-found: the job went back
+                # to its queue for another attempt), or the server could not
+                # be reached to settle it: the job is no longer ours.
+                if e.status != 404 and e.permanent:
+                    raise
+                outcome = {"id": c.job["id"], "state": "lost", "attempt": c.job["attempt"], "reason": e.reason, "message": e.message}
             done += 1
             if on_outcome:
                 on_outcome(c, outcome)
