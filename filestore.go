@@ -199,7 +199,7 @@ func (a *aheadWriter) close() (int64, error) {
 // ErrPayloadTooLarge, the context's (ErrUnavailable), dst's (ErrUnavailable,
 // a full disk), the reader's ("read payload").
 func (s *Store) spoolHashed(ctx context.Context, tenant string, dst io.Writer, what string, head []byte, src io.Reader, h *digester) (int64, error) {
-	aw := newAheadWriter(dst, 3, fileBuf)
+	aw := newAheadWriter(dst, 2, fileBuf)
 	var total int64
 	var rerr error
 	add := func(p []byte) bool {
@@ -279,7 +279,7 @@ func (s *Store) putFile(ctx context.Context, t *Ticket, path string, plain *os.F
 		if tmp, err = s.createStoreTemp(dir); err != nil {
 			return fmt.Errorf("claimcheck: check in %s: %w", t, err)
 		}
-		aw := newAheadWriter(tmp, 3, fileBuf)
+		aw := newAheadWriter(tmp, 1, fileBuf) // one segment ahead: the seal holds two of its own (64 MiB bound)
 		ew, err := aead.NewEncryptingWriter(aw, associatedData(t.Tenant, t.Key))
 		if err != nil {
 			aw.close()
@@ -405,36 +405,4 @@ func (p *Payload) verifyFile(ctx context.Context) (f *os.File, ok bool, err erro
 		return f, false, nil
 	}
 	return f, true, nil
-}
-
-// copyAhead copies r to its end into dst in fileBuf reads, dst written by a
-// goroutine of its own (aheadWriter). r's and dst's errors come back as
-// they are (a spoolFile's name their cause).
-func copyAhead(ctx context.Context, dst io.Writer, r io.Reader) error {
-	aw := newAheadWriter(dst, 3, fileBuf)
-	src := ctxio.Reader(ctx, r)
-	var rerr error
-	for {
-		b := aw.buffer()
-		n, err := io.ReadFull(src, b)
-		if n > 0 {
-			if !aw.submit(b[:n]) {
-				break
-			}
-		} else {
-			aw.free <- b
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			rerr = err
-			break
-		}
-	}
-	_, werr := aw.close()
-	if rerr != nil {
-		return rerr
-	}
-	return werr
 }
