@@ -19,6 +19,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/bigpdf"
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
+	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
@@ -654,5 +655,29 @@ func TestDeadLetterTools(t *testing.T) {
 	var rows int
 	if err := db.QueryRow(`SELECT COUNT(*) FROM claimcheck_claim WHERE job_id = $1`, gone.ID).Scan(&rows); err != nil || rows != 0 {
 		t.Errorf("registry rows of the purged job: %d (%v), want 0", rows, err)
+	}
+}
+
+// eachJobDatabase runs fn in parallel subtests, SQLite and PostgreSQL,
+// each with a fresh bundle and the global flags that select its job
+// database: none for SQLite (the data directory's), --database for a
+// PostgreSQL database of its own (CLAIMCHECK_TEST_DATABASE_URL; required
+// when CI is set).
+func eachJobDatabase(t *testing.T, fn func(t *testing.T, b *cliBundle, database []string)) {
+	t.Helper()
+	for _, db := range []struct {
+		name     string
+		database func(t *testing.T) []string
+	}{
+		{"SQLite", func(*testing.T) []string { return nil }},
+		{"PostgreSQL", func(t *testing.T) []string {
+			testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
+			return []string{"--database", dbtest.Postgres(t)}
+		}},
+	} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setup(t), db.database(t))
+		})
 	}
 }

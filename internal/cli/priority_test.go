@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
-	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // TestBrokerPriority: through RabbitMQ with max_priority=4, a job submitted
@@ -93,42 +91,28 @@ func TestBrokerPriorityRefused(t *testing.T) {
 // with --priority 4 is worked first by a single worker.
 func TestPriorityJobDatabase(t *testing.T) {
 	t.Parallel()
-	for _, db := range []struct {
-		name     string
-		database func(t *testing.T) []string
-	}{
-		{"SQLite", func(*testing.T) []string { return nil }},
-		{"PostgreSQL", func(t *testing.T) []string {
-			testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
-			return []string{"--database", dbtest.Postgres(t)}
-		}},
-	} {
-		t.Run(db.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			global := db.database(t)
-			for i := range 50 {
-				r := b.run(fmt.Sprintf("routine %d\n", i), append(global, "submit", "--kind", "labels", "--tenant", "acme", "--priority", "4", "-")...)
-				if r.code != 0 {
-					t.Fatalf("submit %d: exit %d: %s", i, r.code, r.stderr)
-				}
+	eachJobDatabase(t, func(t *testing.T, b *cliBundle, global []string) {
+		for i := range 50 {
+			r := b.run(fmt.Sprintf("routine %d\n", i), append(global, "submit", "--kind", "labels", "--tenant", "acme", "--priority", "4", "-")...)
+			if r.code != 0 {
+				t.Fatalf("submit %d: exit %d: %s", i, r.code, r.stderr)
 			}
-			if r := b.run("urgent\n", append(global, "submit", "--kind", "labels", "--tenant", "acme", "--priority", "1", "-")...); r.code != 0 {
-				t.Fatalf("submit urgent: exit %d: %s", r.code, r.stderr)
-			}
-			order := filepath.Join(t.TempDir(), "order")
-			b.ok(append(global, "work", "--kind", "labels", "--concurrency", "1", "--until-empty", "--exec", "--", "sh", "-c", "cat >> "+order)...)
-			data, err := os.ReadFile(order)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			if len(lines) != 51 || lines[0] != "urgent" || lines[1] != "routine 0" {
-				t.Fatalf("worked %d jobs, first %q then %q; want 51, the priority-1 job first, then the oldest priority-4 one", len(lines), lines[0], lines[min(1, len(lines)-1)])
-			}
-			t.Logf("%s: 51 jobs worked, first %q, second %q, last %q", db.name, lines[0], lines[1], lines[50])
-		})
-	}
+		}
+		if r := b.run("urgent\n", append(global, "submit", "--kind", "labels", "--tenant", "acme", "--priority", "1", "-")...); r.code != 0 {
+			t.Fatalf("submit urgent: exit %d: %s", r.code, r.stderr)
+		}
+		order := filepath.Join(t.TempDir(), "order")
+		b.ok(append(global, "work", "--kind", "labels", "--concurrency", "1", "--until-empty", "--exec", "--", "sh", "-c", "cat >> "+order)...)
+		data, err := os.ReadFile(order)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(lines) != 51 || lines[0] != "urgent" || lines[1] != "routine 0" {
+			t.Fatalf("worked %d jobs, first %q then %q; want 51, the priority-1 job first, then the oldest priority-4 one", len(lines), lines[0], lines[min(1, len(lines)-1)])
+		}
+		t.Logf("%s: 51 jobs worked, first %q, second %q, last %q", t.Name(), lines[0], lines[1], lines[50])
+	})
 }
 
 // TestBrokerPriorityRefusedSQS: SQS (fauxqs) has no message priorities:

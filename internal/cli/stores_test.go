@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
@@ -25,170 +24,156 @@ import (
 func TestNamedStoresCLI(t *testing.T) {
 	t.Parallel()
 	raw := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "scripts/seaweedfs.sh start && eval \"$(scripts/seaweedfs.sh env)\"")
-	for _, db := range []struct {
-		name     string
-		database func(t *testing.T) []string
-	}{
-		{"SQLite", func(*testing.T) []string { return nil }},
-		{"PostgreSQL", func(t *testing.T) []string {
-			testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
-			return []string{"--database", dbtest.Postgres(t)}
-		}},
-	} {
-		t.Run(db.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			database := db.database(t)
-			var rnd [6]byte
-			_, _ = rand.Read(rnd[:])
-			u, err := url.Parse(raw)
-			if err != nil {
+	eachJobDatabase(t, func(t *testing.T, b *cliBundle, database []string) {
+		var rnd [6]byte
+		_, _ = rand.Read(rnd[:])
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("prefix", "cli-regionpin-"+hex.EncodeToString(rnd[:])+"/") // this job database's own namespace
+		u.RawQuery = q.Encode()
+		eu := "eu=" + u.String()
+		us := "us=file://" + filepath.Join(t.TempDir(), "us")
+		both := slices.Concat(database, []string{"--store", eu, "--store", us, "--always-offload"})
+		euOnly := slices.Concat(database, []string{"--store", eu})
+		usOnly := slices.Concat(database, []string{"--store", us})
+
+		submit := func(store, file string) jobJSON {
+			t.Helper()
+			return b.submit(slices.Concat(both, []string{"--kind", "docs", "--tenant", "acme", "--store-name", store, filepath.Join(corpus, file)})...)
+		}
+		euJob := submit("eu", "pixel.pdf")
+		usJob := submit("us", "refcard-a4.pdf")
+		r := b.run("", append(both, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpus, "bash.pdf"))...)
+		if r.code != 0 || !strings.Contains(r.stdout, "store=us") {
+			t.Fatalf("submit --store-name us: exit %d, want the store named\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		t.Logf("submit: %s", strings.TrimSpace(r.stdout))
+
+		type listed struct {
+			ID       int64  `json:"id"`
+			State    string `json:"state"`
+			Attempts int    `json:"attempts"`
+			Dead     bool   `json:"dead"`
+			Store    string `json:"store"`
+		}
+		list := func() map[int64]listed {
+			t.Helper()
+			var js []listed
+			if err := json.Unmarshal([]byte(b.ok(append(both, "jobs", "--json")...)), &js); err != nil {
 				t.Fatal(err)
 			}
-			q := u.Query()
-			q.Set("prefix", "cli-regionpin-"+hex.EncodeToString(rnd[:])+"/") // this job database's own namespace
-			u.RawQuery = q.Encode()
-			eu := "eu=" + u.String()
-			us := "us=file://" + filepath.Join(t.TempDir(), "us")
-			both := slices.Concat(database, []string{"--store", eu, "--store", us, "--always-offload"})
-			euOnly := slices.Concat(database, []string{"--store", eu})
-			usOnly := slices.Concat(database, []string{"--store", us})
+			m := map[int64]listed{}
+			for _, j := range js {
+				m[j.ID] = j
+			}
+			return m
+		}
+		if js := list(); js[euJob.ID].Store != "eu" || js[usJob.ID].Store != "us" || len(js) != 3 {
+			t.Fatalf("jobs: %+v, want eu's job in store eu, us's two in us", js)
+		}
 
-			submit := func(store, file string) jobJSON {
-				t.Helper()
-				return b.submit(slices.Concat(both, []string{"--kind", "docs", "--tenant", "acme", "--store-name", store, filepath.Join(corpus, file)})...)
+		work := func(global []string) result {
+			t.Helper()
+			r := b.run("", append(global, "work", "--kind", "docs", "--until-empty", "--exec", "--", "sh", "-c", "wc -c")...)
+			if r.code != 0 {
+				t.Fatalf("work %v: exit %d\n%s%s", global, r.code, r.stdout, r.stderr)
 			}
-			euJob := submit("eu", "pixel.pdf")
-			usJob := submit("us", "refcard-a4.pdf")
-			r := b.run("", append(both, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpus, "bash.pdf"))...)
-			if r.code != 0 || !strings.Contains(r.stdout, "store=us") {
-				t.Fatalf("submit --store-name us: exit %d, want the store named\n%s%s", r.code, r.stdout, r.stderr)
+			return r
+		}
+		r = work(euOnly)
+		t.Logf("eu worker: %s %s", strings.TrimSpace(r.stderr), strings.TrimSpace(r.stdout))
+		if !strings.Contains(r.stdout, "attempts succeeded 1, failed 0; jobs dead 0") || !strings.Contains(r.stderr, "store eu only") {
+			t.Fatalf("the eu worker did not work exactly eu's job:\n%s%s", r.stdout, r.stderr)
+		}
+		for id, j := range list() {
+			switch {
+			case id == euJob.ID && (j.State != "completed" || j.Attempts != 1):
+				t.Fatalf("eu's job %d after the eu worker: %+v, want completed on attempt 1", id, j)
+			case id != euJob.ID && (j.State != "available" || j.Attempts != 0 || j.Dead):
+				t.Fatalf("us's job %d after the eu worker: %+v, want available, never fetched, not dead", id, j)
 			}
-			t.Logf("submit: %s", strings.TrimSpace(r.stdout))
+		}
+		for _, id := range []int64{euJob.ID, usJob.ID, usJob.ID + 1} {
+			j := list()[id]
+			t.Logf("after the eu worker: job %d store=%s state=%s attempts=%d dead=%v", id, j.Store, j.State, j.Attempts, j.Dead)
+		}
+		r = work(usOnly)
+		t.Logf("us worker: %s %s", strings.TrimSpace(r.stderr), strings.TrimSpace(r.stdout))
+		if !strings.Contains(r.stdout, "attempts succeeded 2, failed 0; jobs dead 0") {
+			t.Fatalf("the us worker did not complete us's two jobs:\n%s%s", r.stdout, r.stderr)
+		}
+		for id, j := range list() {
+			if j.State != "completed" || j.Attempts != 1 {
+				t.Fatalf("job %d after both workers: %+v, want completed on attempt 1", id, j)
+			}
+		}
+		if res := b.ok(append(both, "result", strconv.FormatInt(euJob.ID, 10))...); strings.TrimSpace(res) == "" {
+			t.Fatal("no result for eu's job")
+		}
 
-			type listed struct {
-				ID       int64  `json:"id"`
-				State    string `json:"state"`
-				Attempts int    `json:"attempts"`
-				Dead     bool   `json:"dead"`
-				Store    string `json:"store"`
-			}
-			list := func() map[int64]listed {
-				t.Helper()
-				var js []listed
-				if err := json.Unmarshal([]byte(b.ok(append(both, "jobs", "--json")...)), &js); err != nil {
-					t.Fatal(err)
+		// sweep and doctor cover each store.
+		out := b.ok(append(both, "sweep", "--dry-run")...)
+		if !strings.Contains(out, "store eu (") || !strings.Contains(out, "store us (file://") {
+			t.Fatalf("sweep did not cover both stores:\n%s", out)
+		}
+		var sw struct {
+			Stores []struct {
+				Store   string `json:"store"`
+				Summary struct {
+					Listed int `json:"listed"`
+				} `json:"summary"`
+			} `json:"stores"`
+		}
+		if err := json.Unmarshal([]byte(b.ok(append(both, "--json", "sweep", "--dry-run")...)), &sw); err != nil || len(sw.Stores) != 2 || sw.Stores[0].Store != "eu" || sw.Stores[1].Store != "us" {
+			t.Fatalf("sweep --json: %+v (%v)", sw, err)
+		}
+		// The shared test bucket has no lifecycle rules, which doctor
+		// rightly fails on eu (its lifecycle rows); every other check
+		// passes on both stores.
+		r = b.run("", append(both, "doctor")...)
+		t.Logf("doctor (exit %d; eu's bucket is the shared test bucket, without lifecycle rules):\n%s", r.code, r.stdout)
+		var doc struct {
+			Checks []struct {
+				Name   string `json:"name"`
+				Status string `json:"status"`
+			} `json:"checks"`
+		}
+		if err := json.Unmarshal([]byte(b.run("", append(both, "--json", "doctor")...).stdout), &doc); err != nil {
+			t.Fatal(err)
+		}
+		per := map[string]int{}
+		for _, c := range doc.Checks {
+			for _, st := range []string{"eu", "us"} {
+				if strings.HasSuffix(c.Name, " [store "+st+"]") {
+					per[st]++
 				}
-				m := map[int64]listed{}
-				for _, j := range js {
-					m[j.ID] = j
-				}
-				return m
 			}
-			if js := list(); js[euJob.ID].Store != "eu" || js[usJob.ID].Store != "us" || len(js) != 3 {
-				t.Fatalf("jobs: %+v, want eu's job in store eu, us's two in us", js)
+			lifecycle := strings.HasPrefix(c.Name, "expiry ") || strings.HasPrefix(c.Name, "abort incomplete uploads ")
+			if c.Status == "fail" && !(lifecycle && strings.HasSuffix(c.Name, "[store eu]")) {
+				t.Errorf("doctor check %q: %s", c.Name, c.Status)
 			}
+			if (c.Name == "store [store eu]" || c.Name == "store [store us]") && c.Status != "pass" {
+				t.Errorf("doctor check %q: %s, want pass", c.Name, c.Status)
+			}
+		}
+		if per["eu"] < 5 || per["us"] < 5 {
+			t.Fatalf("doctor checks per store: %v, want every check on both stores", per)
+		}
 
-			work := func(global []string) result {
-				t.Helper()
-				r := b.run("", append(global, "work", "--kind", "docs", "--until-empty", "--exec", "--", "sh", "-c", "wc -c")...)
-				if r.code != 0 {
-					t.Fatalf("work %v: exit %d\n%s%s", global, r.code, r.stdout, r.stderr)
-				}
-				return r
-			}
-			r = work(euOnly)
-			t.Logf("eu worker: %s %s", strings.TrimSpace(r.stderr), strings.TrimSpace(r.stdout))
-			if !strings.Contains(r.stdout, "attempts succeeded 1, failed 0; jobs dead 0") || !strings.Contains(r.stderr, "store eu only") {
-				t.Fatalf("the eu worker did not work exactly eu's job:\n%s%s", r.stdout, r.stderr)
-			}
-			for id, j := range list() {
-				switch {
-				case id == euJob.ID && (j.State != "completed" || j.Attempts != 1):
-					t.Fatalf("eu's job %d after the eu worker: %+v, want completed on attempt 1", id, j)
-				case id != euJob.ID && (j.State != "available" || j.Attempts != 0 || j.Dead):
-					t.Fatalf("us's job %d after the eu worker: %+v, want available, never fetched, not dead", id, j)
-				}
-			}
-			for _, id := range []int64{euJob.ID, usJob.ID, usJob.ID + 1} {
-				j := list()[id]
-				t.Logf("after the eu worker: job %d store=%s state=%s attempts=%d dead=%v", id, j.Store, j.State, j.Attempts, j.Dead)
-			}
-			r = work(usOnly)
-			t.Logf("us worker: %s %s", strings.TrimSpace(r.stderr), strings.TrimSpace(r.stdout))
-			if !strings.Contains(r.stdout, "attempts succeeded 2, failed 0; jobs dead 0") {
-				t.Fatalf("the us worker did not complete us's two jobs:\n%s%s", r.stdout, r.stderr)
-			}
-			for id, j := range list() {
-				if j.State != "completed" || j.Attempts != 1 {
-					t.Fatalf("job %d after both workers: %+v, want completed on attempt 1", id, j)
-				}
-			}
-			if res := b.ok(append(both, "result", strconv.FormatInt(euJob.ID, 10))...); strings.TrimSpace(res) == "" {
-				t.Fatal("no result for eu's job")
-			}
-
-			// sweep and doctor cover each store.
-			out := b.ok(append(both, "sweep", "--dry-run")...)
-			if !strings.Contains(out, "store eu (") || !strings.Contains(out, "store us (file://") {
-				t.Fatalf("sweep did not cover both stores:\n%s", out)
-			}
-			var sw struct {
-				Stores []struct {
-					Store   string `json:"store"`
-					Summary struct {
-						Listed int `json:"listed"`
-					} `json:"summary"`
-				} `json:"stores"`
-			}
-			if err := json.Unmarshal([]byte(b.ok(append(both, "--json", "sweep", "--dry-run")...)), &sw); err != nil || len(sw.Stores) != 2 || sw.Stores[0].Store != "eu" || sw.Stores[1].Store != "us" {
-				t.Fatalf("sweep --json: %+v (%v)", sw, err)
-			}
-			// The shared test bucket has no lifecycle rules, which doctor
-			// rightly fails on eu (its lifecycle rows); every other check
-			// passes on both stores.
-			r = b.run("", append(both, "doctor")...)
-			t.Logf("doctor (exit %d; eu's bucket is the shared test bucket, without lifecycle rules):\n%s", r.code, r.stdout)
-			var doc struct {
-				Checks []struct {
-					Name   string `json:"name"`
-					Status string `json:"status"`
-				} `json:"checks"`
-			}
-			if err := json.Unmarshal([]byte(b.run("", append(both, "--json", "doctor")...).stdout), &doc); err != nil {
-				t.Fatal(err)
-			}
-			per := map[string]int{}
-			for _, c := range doc.Checks {
-				for _, st := range []string{"eu", "us"} {
-					if strings.HasSuffix(c.Name, " [store "+st+"]") {
-						per[st]++
-					}
-				}
-				lifecycle := strings.HasPrefix(c.Name, "expiry ") || strings.HasPrefix(c.Name, "abort incomplete uploads ")
-				if c.Status == "fail" && !(lifecycle && strings.HasSuffix(c.Name, "[store eu]")) {
-					t.Errorf("doctor check %q: %s", c.Name, c.Status)
-				}
-				if (c.Name == "store [store eu]" || c.Name == "store [store us]") && c.Status != "pass" {
-					t.Errorf("doctor check %q: %s, want pass", c.Name, c.Status)
-				}
-			}
-			if per["eu"] < 5 || per["us"] < 5 {
-				t.Fatalf("doctor checks per store: %v, want every check on both stores", per)
-			}
-
-			// A store the command lacks, and a broker worker of two stores,
-			// are usage errors.
-			r = b.run("", append(euOnly, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpus, "pixel.pdf"))...)
-			if r.code != 2 || !strings.Contains(r.stderr, `--store-name us: no such store`) || !strings.Contains(r.stderr, "--store us=URL") {
-				t.Fatalf("submit --store-name of a store not configured: exit %d\n%s", r.code, r.stderr)
-			}
-			r = b.run("", append(both, "--broker", "amqp://guest:guest@127.0.0.1:1/?queue=x", "work", "--kind", "docs", "--until-empty", "--exec", "--", "true")...)
-			if r.code != 2 || !strings.Contains(r.stderr, "one worker per store") {
-				t.Fatalf("work --broker with two stores: exit %d\n%s", r.code, r.stderr)
-			}
-		})
-	}
+		// A store the command lacks, and a broker worker of two stores,
+		// are usage errors.
+		r = b.run("", append(euOnly, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpus, "pixel.pdf"))...)
+		if r.code != 2 || !strings.Contains(r.stderr, `--store-name us: no such store`) || !strings.Contains(r.stderr, "--store us=URL") {
+			t.Fatalf("submit --store-name of a store not configured: exit %d\n%s", r.code, r.stderr)
+		}
+		r = b.run("", append(both, "--broker", "amqp://guest:guest@127.0.0.1:1/?queue=x", "work", "--kind", "docs", "--until-empty", "--exec", "--", "true")...)
+		if r.code != 2 || !strings.Contains(r.stderr, "one worker per store") {
+			t.Fatalf("work --broker with two stores: exit %d\n%s", r.code, r.stderr)
+		}
+	})
 }
 
 // TestStoreFlag: --store takes URL or NAME=URL, repeatable; names are
