@@ -20,6 +20,26 @@ URL = os.environ.get("CLAIMCHECK_API_URL")
 TENANT = os.environ.get("CLAIMCHECK_API_TENANT", "acme")
 
 
+class SlowSecondRead(io.BytesIO):
+    """A seekable body read fast the first time (the client hashes it) and
+    at per_mib seconds a MiB once it was sought back to be sent."""
+
+    def __init__(self, data, per_mib):
+        super().__init__(data)
+        self.per_mib = per_mib
+        self.rewound = False
+
+    def seek(self, pos, whence=0):
+        self.rewound = self.rewound or (pos == 0 and whence == 0 and self.tell() > 0)
+        return super().seek(pos, whence)
+
+    def read(self, n=-1):
+        b = super().read(n if n is not None and 0 < n <= 65536 else 65536)
+        if b and self.rewound:
+            time.sleep(self.per_mib * len(b) / (1 << 20))
+        return b
+
+
 def kind(name: str) -> str:
     return f"py-{name}-{secrets.token_hex(4)}"
 
@@ -163,6 +183,18 @@ class API(unittest.TestCase):
         with self.assertRaises(APIError) as e:
             claim.extend()
         self.assertEqual((e.exception.status, e.exception.reason), (404, "lease-not-found"))
+
+    def test_slow_result_upload_completes(self):
+        # The result's body takes about 8 s to arrive: the attempt must wait
+        # for it, not end when the server's idle timer runs out.
+        k = kind("slowresult")
+        s = self.c.submit(b"slow result", k, TENANT)
+        body = SlowSecondRead(secrets.token_bytes(8 << 20), per_mib=1.0)
+        claim, o = self.work_one(k, lambda c, p: Result(body, "application/octet-stream"))
+        self.assertEqual((o["state"], o["attempt"]), ("completed", 1), o)
+        with tempfile.TemporaryFile() as f:
+            r = self.c.fetch_result(s["id"], f)
+        self.assertEqual(r["sha256"], hashlib.sha256(body.getvalue()).hexdigest())
 
     def test_claim_waits_then_answers_none(self):
         t0 = time.monotonic()
