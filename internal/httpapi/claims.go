@@ -332,11 +332,20 @@ func (d *dispatcher) Handle(ctx context.Context, job *claimcheck.Job) (*claimche
 	a.mu.Lock()
 	d.held++
 	a.mu.Unlock()
-	defer func() {
+	// The job stays held until the worker has checked its result in: the
+	// result's body is the remote worker's upload, read after Handle
+	// returns, and the kind's Work must not be stopped as idle meanwhile.
+	release := sync.OnceFunc(func() {
 		a.mu.Lock()
 		d.held--
 		d.lastWant = time.Now()
 		a.mu.Unlock()
+	})
+	resultHeld := false
+	defer func() {
+		if !resultHeld {
+			release()
+		}
 	}()
 	handoff := time.NewTimer(a.o.HandoffWait)
 	defer handoff.Stop()
@@ -386,6 +395,10 @@ func (d *dispatcher) Handle(ctx context.Context, job *claimcheck.Job) (*claimche
 	for {
 		select {
 		case f := <-l.finish:
+			if f.result != nil && f.result.Body != nil {
+				resultHeld = true
+				f.result.Body = &heldBody{Reader: f.result.Body, release: release}
+			}
 			return f.result, f.err
 		case <-l.extended:
 			l.mu.Lock()
@@ -406,6 +419,23 @@ func (d *dispatcher) Handle(ctx context.Context, job *claimcheck.Job) (*claimche
 			return nil, context.Cause(ctx)
 		}
 	}
+}
+
+// heldBody is a result's body that releases its job's hold on the
+// dispatcher when the worker closes it, once the result is checked in
+// (claimcheck.Store.Run's done).
+type heldBody struct {
+	io.Reader
+	release func()
+}
+
+// Close releases the hold and closes the body it wraps, if it closes.
+func (b *heldBody) Close() error {
+	defer b.release()
+	if c, ok := b.Reader.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // onDone delivers an attempt's outcome to the lease it was held under.
