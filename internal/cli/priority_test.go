@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // TestBrokerPriority: through RabbitMQ with max_priority=4, a job submitted
