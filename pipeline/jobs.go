@@ -498,12 +498,12 @@ func (p *Pipeline) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *cl
 	}
 	pl, err := st.Claim(j.result)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
 	}
 	r, err := pl.Open(ctx)
 	if err != nil {
 		pl.Close()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
 	}
 	return readCloser{r, pl}, j.result, nil
 }

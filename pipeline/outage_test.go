@@ -3,8 +3,11 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,4 +64,31 @@ func TestDatabaseOutageKeepsFinishedWork(t *testing.T) {
 	if n := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_claim WHERE job_id = $1 AND role = 'result'`, id); n != 1 {
 		t.Errorf("result registry rows = %d, want 1", n)
 	}
+}
+
+// TestOpenResultGone: a completed job whose result object is gone (a
+// mem:// store that did not outlive its process, a lifecycle rule, a
+// hand) is ErrPayloadMissing from OpenResult, and the message says it is
+// the job's result, not its payload, that is missing.
+func TestOpenResultGone(t *testing.T) {
+	b := setup(t, dbtest.SQLite(t), &testOpts{store: claimcheck.Options{AlwaysOffload: true}})
+	res, err := b.p.Enqueue(b.ctx, "echo", "acme", strings.NewReader("a payload"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.work(t, map[string]claimcheck.Handler{"echo": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+		return &claimcheck.Result{Body: strings.NewReader("a result")}, nil
+	})})
+	j, err := b.p.Get(b.ctx, res.JobID)
+	if err != nil || j.result == nil {
+		t.Fatalf("job %d: %v, result %v", res.JobID, err, j)
+	}
+	if err := b.store.Bucket().Delete(b.ctx, j.result.Key); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = b.p.OpenResult(b.ctx, res.JobID)
+	if !errors.Is(err, claimcheck.ErrPayloadMissing) || !strings.Contains(err.Error(), fmt.Sprintf("job %d: its result", res.JobID)) {
+		t.Fatalf("OpenResult of a job whose result is gone: %v; want ErrPayloadMissing naming the job's result", err)
+	}
+	t.Log(err)
 }
