@@ -95,17 +95,7 @@ next:
 // jobs, bytes and reasons of what ran.
 func TestMetricsRun(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tel, err := telemetry.New(ctx, telemetry.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(ctx)
-	ctx = telemetry.NewContext(ctx, tel)
-	mux := http.NewServeMux()
-	mountObservability(mux, tel, nil)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	ctx, srv := metricsServer(t)
 
 	entries, err := os.ReadDir(corpus)
 	if err != nil {
@@ -361,17 +351,7 @@ func TestJobLogLine(t *testing.T) {
 // gauges on /metrics.
 func TestMetricsSweep(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	tel, err := telemetry.New(ctx, telemetry.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(ctx)
-	ctx = telemetry.NewContext(ctx, tel)
-	mux := http.NewServeMux()
-	mountObservability(mux, tel, nil)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	ctx, srv := metricsServer(t)
 	b := setup(t)
 	if r := b.runWith(ctx, "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "bash.pdf")); r.code != 0 {
 		t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
@@ -439,4 +419,22 @@ func TestReadyzBroker(t *testing.T) {
 	if t.Failed() {
 		t.Logf("work's stderr:\n%s", stderr.String())
 	}
+}
+
+// metricsServer is a telemetry set of the test's own, in the returned
+// context (commands run with it record there), and an HTTP server with its
+// /metrics, /healthz and /readyz; both end with t.
+func metricsServer(t *testing.T) (context.Context, *httptest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	tel, err := telemetry.New(ctx, telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	mux := http.NewServeMux()
+	mountObservability(mux, tel, nil)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return telemetry.NewContext(ctx, tel), srv
 }
