@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimcheck/claimcheck/internal/cli"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // deployment is one claimcheck deployment of a test: a data directory, a
@@ -114,7 +114,7 @@ func (d *deployment) serve(args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	go func() {
 		done <- cli.Run(ctx, d.args(append(args, "serve", "--addr", "127.0.0.1:0")...), strings.NewReader(""), pw, logs)
 		pw.Close()
@@ -141,22 +141,4 @@ func (d *deployment) serve(args ...string) string {
 			return u
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

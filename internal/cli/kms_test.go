@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/claimcheck/claimcheck/internal/testenv"
 	"github.com/claimcheck/claimcheck/internal/testenv/localkms"
 	"github.com/claimcheck/claimcheck/ops"
 )
@@ -18,24 +18,6 @@ type kmsJob struct {
 	jobJSON
 	Dead  bool   `json:"dead"`
 	Error string `json:"error"`
-}
-
-// lockedBuffer is a strings.Builder safe for a writer and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // lineWith returns the first line of text starting with prefix, or "".
@@ -82,7 +64,7 @@ func TestKeeperLocalKMSWorker(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	done := make(chan result, 1)
 	go func() {
 		var out strings.Builder

@@ -192,10 +192,10 @@ func TestMetricsRun(t *testing.T) {
 
 // startWork runs claimcheck work in-process until the test ends, with
 // --http on a free port, and returns the endpoints' base URL.
-func (b *cliBundle) startWork(ctx context.Context, args ...string) (base string, stderr *lockedBuffer) {
+func (b *cliBundle) startWork(ctx context.Context, args ...string) (base string, stderr *testenv.Buffer) {
 	b.t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	stderr = &lockedBuffer{}
+	stderr = &testenv.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, append([]string{"--data", b.data}, append(args, "--http", "127.0.0.1:0")...), strings.NewReader(""), io.Discard, stderr)
