@@ -213,9 +213,27 @@ func (a *API) guard(h func(http.ResponseWriter, *http.Request, *principal) *Erro
 				e.status = http.StatusInternalServerError
 			}
 			a.log.WarnContext(r.Context(), "httpapi: request refused", "method", r.Method, "route", r.Pattern, "status", e.status, "reason", e.Reason, "message", e.Message)
+			drainBody(r)
 			writeError(w, e)
 		}
 	})
+}
+
+// DrainLimit is how much of a refused request's unread body, in bytes, the
+// API reads and discards before it answers. A client that sends
+// "Connection: close" (Python's urllib always does) and writes its whole
+// body before reading the answer would otherwise see the connection reset
+// mid-body instead of the refusal: net/http closes such a connection after
+// the answer, with the body unread. A larger body's client may still see
+// the connection closed; nothing is stored either way.
+const DrainLimit = 8 << 20
+
+// drainBody reads and discards up to DrainLimit bytes of r's body that
+// the handler did not read (none, if it read it all).
+func drainBody(r *http.Request) {
+	if r.Body != nil && r.ContentLength != 0 {
+		_, _ = io.CopyN(io.Discard, r.Body, DrainLimit)
+	}
 }
 
 // authenticate applies the token rule: with no live token, loopback peers

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
@@ -483,6 +484,12 @@ func testTenants(t *testing.T, be backend) {
 	// Submit: refused before the body is read; nothing stored.
 	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=globex", acme, bytes.NewReader(payload), nil)
 	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	// The same from a client that sends Connection: close (Python's
+	// urllib does) and writes its whole 512 KiB body before reading: it
+	// reads the 403, not a connection reset mid-body.
+	if status, err := f.rawSubmit("/v1/jobs?kind=render&tenant=globex", acme, 512<<10); err != nil || status != 403 {
+		t.Fatalf("a refused submit with Connection: close: status %d, %v; want 403", status, err)
+	}
 	// Status and result: refused on the job row. The result's object is
 	// deleted first: a fetch would answer 410, the refusal comes first.
 	if err := f.store.Bucket().Delete(t.Context(), mustResultKey(t, f, g.ID)); err != nil {
@@ -711,4 +718,39 @@ func (v *validator) RoundTrip(req *http.Request) (*http.Response, error) {
 		v.t.Errorf("%s %s: accepted (%d), but the OpenAPI document refuses the request: %v", req.Method, req.URL.Path, resp.StatusCode, reqErr)
 	}
 	return resp, nil
+}
+
+// rawSubmit POSTs n bytes to path over a connection of its own, as a
+// client that sends "Connection: close" and writes its whole body before
+// it reads the answer, and returns the answer's status.
+func (f *fixture) rawSubmit(path, token string, n int) (int, error) {
+	u, err := url.Parse(f.srv.URL)
+	if err != nil {
+		return 0, err
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", path, u.Host, token, n)
+	if _, err := io.WriteString(conn, head); err != nil {
+		return 0, fmt.Errorf("write the request head: %w", err)
+	}
+	// Slowly, as a loaded client does: longer than the server lingers on
+	// a connection it closes (half a second).
+	chunk := make([]byte, 64<<10)
+	for sent := 0; sent < n; sent += len(chunk) {
+		if _, err := conn.Write(chunk[:min(len(chunk), n-sent)]); err != nil {
+			return 0, fmt.Errorf("write the body (%d of %d bytes sent): %w", sent, n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, fmt.Errorf("read the answer: %w", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
