@@ -325,14 +325,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		opts := &claimcheck.Options{SpoolDir: spoolDir}
 		vtenant := tenant
 		if v == VariantEncrypted {
-			if opts.Keeper = cfg.Keeper; opts.Keeper == nil {
-				key, err := localsecrets.NewRandomKey()
-				if err != nil {
-					return nil, fmt.Errorf("bench: %w", err)
-				}
-				opts.Keeper = localsecrets.NewKeeper(key)
-				defer opts.Keeper.Close()
+			k, closeKeeper, err := keeperOr(cfg.Keeper)
+			if err != nil {
+				return nil, err
 			}
+			defer closeKeeper()
+			opts.Keeper = k
 			// Its own prefix: an encrypting store refuses to deduplicate
 			// against an unencrypted object at the same key.
 			vtenant = tenant[:min(len(tenant), claimcheck.MaxTenantLen-len("-enc"))] + "-enc"
@@ -816,4 +814,19 @@ func redactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// keeperOr returns k, or when k is nil a keeper of a fresh random key
+// (localsecrets) with the function that closes it; the function does
+// nothing for a k of the caller's.
+func keeperOr(k *secrets.Keeper) (*secrets.Keeper, func(), error) {
+	if k != nil {
+		return k, func() {}, nil
+	}
+	key, err := localsecrets.NewRandomKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	k = localsecrets.NewKeeper(key)
+	return k, func() { k.Close() }, nil
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"gocloud.dev/secrets"
-	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/pipeline"
@@ -157,15 +156,11 @@ func CompareJobs(ctx context.Context, cfg JobsCompareConfig) (*CompareReport, er
 	if tmp, err = filepath.Abs(tmp); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	keeper := cfg.Keeper
-	if keeper == nil {
-		key, err := localsecrets.NewRandomKey()
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		keeper = localsecrets.NewKeeper(key)
-		defer keeper.Close()
+	keeper, closeKeeper, err := keeperOr(cfg.Keeper)
+	if err != nil {
+		return nil, err
 	}
+	defer closeKeeper()
 	var groups []Group
 	var notes []string
 	for i, db := range dbs {

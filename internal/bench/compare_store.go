@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/secrets"
-	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/stores/s3store"
@@ -130,15 +129,11 @@ func CompareStore(ctx context.Context, cfg StoreCompareConfig) (*CompareReport, 
 	if spoolDir == "" {
 		spoolDir = filepath.Join(tmp, "spool")
 	}
-	keeper := cfg.Keeper
-	if keeper == nil {
-		key, err := localsecrets.NewRandomKey()
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		keeper = localsecrets.NewKeeper(key)
-		defer keeper.Close()
+	keeper, closeKeeper, err := keeperOr(cfg.Keeper)
+	if err != nil {
+		return nil, err
 	}
+	defer closeKeeper()
 	plain, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: spoolDir})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
