@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -117,8 +118,10 @@ type Store struct {
 	fileDirect bool
 	// syncHook, when set (tests only: export_test.go), is told each step
 	// of a file:// commit (filestore.go).
-	syncHook  func(op, path string)
-	owned     bool
+	syncHook func(op, path string)
+	owned    bool
+	// heads: check-ins' buffers for a payload's first bytes (headBuffer).
+	heads     sync.Pool
 	signKey   []byte  // nil: tickets are not signed
 	seal      *sealer // nil: payloads are stored as they are
 	tenants   []string

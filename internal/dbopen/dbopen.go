@@ -304,7 +304,7 @@ func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error)
 	if err != nil {
 		return nil, err
 	}
-	db := stdlib.OpenDB(*cfg)
+	db := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(encodePQArrays))
 	n := opts.MaxConns
 	if n <= 0 {
 		n = DefaultMaxConns
