@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -292,6 +294,9 @@ func (p *Pipeline) discardAll(ctx context.Context, what string, t *claimcheck.Ti
 }
 
 func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, opts *EnqueueOptions) (*EnqueueResult, error) {
+	if p.native != nil && t.IsInline() && !t.Manifest && m == nil && len(opts.Destinations) == 0 {
+		return p.enqueueNative(ctx, kind, t, opts)
+	}
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: begin: %w", err)
@@ -303,6 +308,64 @@ func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimchec
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("pipeline: commit enqueue of %s: %w", t, err)
+	}
+	return res, nil
+}
+
+// enqueueNative is enqueueChecked on PostgreSQL for a job whose
+// transaction holds River's insert and nothing else (an inline ticket: no
+// registry row, no check-in intent, no outbox entry): River's pgx driver
+// (p.native) inserts it, in a transaction of its own as River's Insert
+// does, on the pgx connection of one of the pool's connections
+// (sql.Conn.Raw). Through River's database/sql driver the same insert
+// took about twice the CPU (its lib/pq array parameters, database/sql's
+// layers), the main cost of a small job's enqueue.
+func (p *Pipeline) enqueueNative(ctx context.Context, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
+	if err := validateEnqueue(kind, opts); err != nil {
+		return nil, err
+	}
+	enc, err := t.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	queue, _, err := p.jobQueue(kind, t, opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	args, insert, err := p.jobInsert(ctx, nil, kind, queue, t, opts, "")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := p.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: begin: %w", err)
+	}
+	defer conn.Close()
+	var res *EnqueueResult
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("pipeline: begin: a %T is not a pgx connection", dc)
+		}
+		tx, err := sc.Conn().Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("pipeline: begin: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: a no-op
+		ins, err := p.native.InsertTx(ctx, tx, args, insert)
+		if err != nil {
+			return fmt.Errorf("pipeline: insert job for %s: %w", t, err)
+		}
+		if res, err = p.inserted(ctx, ins, kind, t, nil, enc, opts); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("pipeline: commit enqueue of %s: %w", t, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -381,50 +444,17 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 // insert writes one job (dest empty) in queue, or outbox entry, and its
 // registry row.
 func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind, queue string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
-	// enc is t.Marshal(): validated, within its budget, the bytes the
-	// job's arguments carry (insertArgs marshals t alike).
-	args := insertArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: t, Destination: dest}
-	insert := &river.InsertOpts{Queue: queue, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
-	if dest != "" {
-		insert.Queue = outboxQueue(dest)
-		if opts.Broker != "" {
-			if err := p.checkBinding(ctx, tx, dest, opts.Broker); err != nil {
-				return nil, err
-			}
-			md, err := json.Marshal(entryMetadata{Broker: opts.Broker})
-			if err != nil {
-				return nil, err
-			}
-			insert.Metadata = md
-		}
-	}
-	if opts.IdempotencyKey != "" {
-		insert.UniqueOpts = river.UniqueOpts{ByArgs: true, ByQueue: true}
+	args, insert, err := p.jobInsert(ctx, tx, kind, queue, t, opts, dest)
+	if err != nil {
+		return nil, err
 	}
 	ins, err := p.client.InsertTx(ctx, tx, args, insert)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: insert job for %s: %w", t, err)
 	}
-	res := &EnqueueResult{JobID: ins.Job.ID, Ticket: t, TicketBytes: len(enc), Duplicate: ins.UniqueSkippedAsDuplicate}
-	if res.Duplicate {
-		var first jobArgs
-		if err := jsonUnmarshal(ins.Job.EncodedArgs, &first); err != nil {
-			return nil, err
-		}
-		first.Ticket = compactJSON(first.Ticket)
-		if res.Ticket, err = claimcheck.ParseTicket(first.Ticket); err != nil {
-			return nil, err
-		}
-		same, err := p.sameDocuments(ctx, res.Ticket, t, m)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline: compare with job %d, which holds idempotency key %q: %w", res.JobID, truncateName(opts.IdempotencyKey), err)
-		}
-		if !same {
-			return nil, fmt.Errorf("pipeline: idempotency-conflict: idempotency key %q (kind %s, tenant %s) belongs to job %d, whose payload is sha256 %s… (%d bytes); this payload is sha256 %s… (%d bytes): not enqueued: %w",
-				truncateName(opts.IdempotencyKey), kind, t.Tenant, res.JobID, prefix12(res.Ticket.SHA256), res.Ticket.Size, prefix12(t.SHA256), t.Size, ErrIdempotencyConflict)
-		}
-		res.TicketBytes = len(first.Ticket)
-		return res, nil
+	res, err := p.inserted(ctx, ins, kind, t, m, enc, opts)
+	if err != nil || res.Duplicate {
+		return res, err
 	}
 	if err := register(ctx, tx, ins.Job.ID, rolePayload, t); err != nil {
 		return nil, err
@@ -438,6 +468,64 @@ func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind, queue string, t
 			}
 		}
 	}
+	return res, nil
+}
+
+// jobInsert is River's arguments and insert options for one job (dest
+// empty) in queue, or outbox entry for dest, whose broker binding it
+// checks with q (not used for a job, or an entry without
+// EnqueueOptions.Broker).
+func (p *Pipeline) jobInsert(ctx context.Context, q queryer, kind, queue string, t *claimcheck.Ticket, opts *EnqueueOptions, dest string) (insertArgs, *river.InsertOpts, error) {
+	// The job's arguments carry t as t.Marshal() encodes it (insertArgs
+	// marshals t alike).
+	args := insertArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: t, Destination: dest}
+	insert := &river.InsertOpts{Queue: queue, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
+	if dest != "" {
+		insert.Queue = outboxQueue(dest)
+		if opts.Broker != "" {
+			if err := p.checkBinding(ctx, q, dest, opts.Broker); err != nil {
+				return args, nil, err
+			}
+			md, err := json.Marshal(entryMetadata{Broker: opts.Broker})
+			if err != nil {
+				return args, nil, err
+			}
+			insert.Metadata = md
+		}
+	}
+	if opts.IdempotencyKey != "" {
+		insert.UniqueOpts = river.UniqueOpts{ByArgs: true, ByQueue: true}
+	}
+	return args, insert, nil
+}
+
+// inserted is the result of River's insert ins of a job carrying t (with
+// manifest m, encoded as enc): the job, or the first job holding its
+// idempotency key, if it carries the same documents (else
+// ErrIdempotencyConflict).
+func (p *Pipeline) inserted(ctx context.Context, ins *rivertype.JobInsertResult, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions) (*EnqueueResult, error) {
+	res := &EnqueueResult{JobID: ins.Job.ID, Ticket: t, TicketBytes: len(enc), Duplicate: ins.UniqueSkippedAsDuplicate}
+	if !res.Duplicate {
+		return res, nil
+	}
+	var first jobArgs
+	if err := jsonUnmarshal(ins.Job.EncodedArgs, &first); err != nil {
+		return nil, err
+	}
+	first.Ticket = compactJSON(first.Ticket)
+	var err error
+	if res.Ticket, err = claimcheck.ParseTicket(first.Ticket); err != nil {
+		return nil, err
+	}
+	same, err := p.sameDocuments(ctx, res.Ticket, t, m)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: compare with job %d, which holds idempotency key %q: %w", res.JobID, truncateName(opts.IdempotencyKey), err)
+	}
+	if !same {
+		return nil, fmt.Errorf("pipeline: idempotency-conflict: idempotency key %q (kind %s, tenant %s) belongs to job %d, whose payload is sha256 %s… (%d bytes); this payload is sha256 %s… (%d bytes): not enqueued: %w",
+			truncateName(opts.IdempotencyKey), kind, t.Tenant, res.JobID, prefix12(res.Ticket.SHA256), res.Ticket.Size, prefix12(t.SHA256), t.Size, ErrIdempotencyConflict)
+	}
+	res.TicketBytes = len(first.Ticket)
 	return res, nil
 }
 

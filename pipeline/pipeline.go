@@ -29,9 +29,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/metric"
 
@@ -166,10 +168,13 @@ type Pipeline struct {
 	driver     riverdriver.Driver[*sql.Tx]
 	listen     *pgxpool.Pool          // PostgreSQL: River's LISTEN connection (nil otherwise)
 	client     *river.Client[*sql.Tx] // insert-only client
-	logger     *slog.Logger
-	tel        *instruments
-	gauges     metric.Registration // the outbox gauges' (registerGauges), nil if none
-	dbID       string              // claimcheck_meta's database_id (namespace.go)
+	// native: PostgreSQL, an insert-only client on River's pgx driver
+	// (enqueueNative); nil otherwise.
+	native *river.Client[pgx.Tx]
+	logger *slog.Logger
+	tel    *instruments
+	gauges metric.Registration // the outbox gauges' (registerGauges), nil if none
+	dbID   string              // claimcheck_meta's database_id (namespace.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -252,6 +257,10 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
+	if err == nil && p.dialect == dbopen.Postgres {
+		// No pool: InsertTx only, on a connection of p.db's.
+		p.native, err = river.NewClient(riverpgxv5.New(nil), p.riverConfig(nil))
+	}
 	if err != nil {
 		_ = d.close()
 		return nil, fmt.Errorf("pipeline: %w", err)

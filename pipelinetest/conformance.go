@@ -719,6 +719,51 @@ func (s *suite) testIdempotencyKey(t *testing.T) {
 		}
 	})
 
+	// An inline job's Enqueue (on PostgreSQL through River's pgx driver)
+	// and EnqueueTx (the caller's database/sql transaction) share one
+	// idempotency key, whichever comes first.
+	t.Run("EnqueueAndEnqueueTx", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t, nil)
+		enqueueTx := func(key string, payload []byte) (*pipeline.EnqueueResult, error) {
+			tk, err := b.p.CheckIn(b.ctx, "acme", bytes.NewReader(payload), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := b.p.DB().BeginTx(b.ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			res, err := b.p.EnqueueTx(b.ctx, tx, "labels", tk, &pipeline.EnqueueOptions{IdempotencyKey: key})
+			if err != nil {
+				return nil, err
+			}
+			return res, tx.Commit()
+		}
+		first := b.enqueue(t, "labels", "acme", []byte("inline a"), &pipeline.EnqueueOptions{IdempotencyKey: "order-a"})
+		again, err := enqueueTx("order-a", []byte("inline a"))
+		if err != nil || !again.Duplicate || again.JobID != first.JobID || again.TicketBytes != first.TicketBytes {
+			t.Fatalf("EnqueueTx after Enqueue, same key and bytes: %+v, %v; want job %d as a duplicate of %d ticket bytes", again, err, first.JobID, first.TicketBytes)
+		}
+		if _, err := enqueueTx("order-a", []byte("inline b")); !errors.Is(err, pipeline.ErrIdempotencyConflict) {
+			t.Fatalf("EnqueueTx after Enqueue, other bytes: %v, want ErrIdempotencyConflict", err)
+		}
+		firstTx, err := enqueueTx("order-b", []byte("inline c"))
+		if err != nil || firstTx.Duplicate {
+			t.Fatalf("EnqueueTx: %+v, %v", firstTx, err)
+		}
+		if again := b.enqueue(t, "labels", "acme", []byte("inline c"), &pipeline.EnqueueOptions{IdempotencyKey: "order-b"}); !again.Duplicate || again.JobID != firstTx.JobID {
+			t.Fatalf("Enqueue after EnqueueTx, same key and bytes: job %d duplicate %v, want job %d as a duplicate", again.JobID, again.Duplicate, firstTx.JobID)
+		}
+		if _, err := b.p.Enqueue(b.ctx, "labels", "acme", strings.NewReader("inline d"), &pipeline.EnqueueOptions{IdempotencyKey: "order-b"}); !errors.Is(err, pipeline.ErrIdempotencyConflict) {
+			t.Fatalf("Enqueue after EnqueueTx, other bytes: %v, want ErrIdempotencyConflict", err)
+		}
+		if ids := b.listIDs(t, pipeline.ListOptions{}); !slices.Equal(ids, []int64{first.JobID, firstTx.JobID}) && !slices.Equal(ids, []int64{firstTx.JobID, first.JobID}) {
+			t.Fatalf("jobs %v, want %d and %d", ids, first.JobID, firstTx.JobID)
+		}
+	})
+
 	t.Run("OtherTenant", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t, nil)
