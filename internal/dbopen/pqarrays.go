@@ -10,7 +10,7 @@ import (
 )
 
 // River's database/sql driver passes its array parameters (a job's
-// arguments and metadata, ids, states, …) as lib/pq arrays (pq.Array),
+// arguments and metadata, ids, states, update flags, …) as lib/pq arrays (pq.Array),
 // which pgx's database/sql driver encodes through their driver.Valuer:
 // the array formatted as text, a binary encode of that text that fails
 // (its error quotes the whole text, a job's arguments among it), the text
@@ -54,6 +54,10 @@ func tryWrapPQArray(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
 		conv = func(v any) any { return []int32(*v.(*pq.Int32Array)) }
 	case pq.Int32Array:
 		conv = func(v any) any { return []int32(v.(pq.Int32Array)) }
+	case *pq.BoolArray:
+		conv = func(v any) any { return []bool(*v.(*pq.BoolArray)) }
+	case pq.BoolArray:
+		conv = func(v any) any { return []bool(v.(pq.BoolArray)) }
 	case *pq.ByteaArray:
 		conv = func(v any) any { return byteaElems(*v.(*pq.ByteaArray)) }
 	case pq.ByteaArray:

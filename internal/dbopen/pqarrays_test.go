@@ -47,6 +47,8 @@ func TestPQArraysEncodeAsPQ(t *testing.T) {
 		{"int32s", pq.Array([]int32{7, -7}), "integer[]"},
 		{"byteas", pq.Array([][]byte{nil, {}, {0, 1, 0xff}, []byte(args)}), "bytea[]"},
 		{"nil byteas", pq.Array([][]byte(nil)), "bytea[]"},
+		{"bools", pq.Array([]bool{true, false}), "boolean[]"},
+		{"nil bools", pq.Array([]bool(nil)), "boolean[]"},
 		{"a StringArray", pq.StringArray{"x", "y"}, "text[]"},
 	}
 	query := func(db *sql.DB, v any, cast string) (sql.NullString, error) {
