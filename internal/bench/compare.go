@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -396,6 +397,22 @@ func ratioOf(q RatioSpec, samples map[string][]Sample, rounds int) RatioResult {
 		r.Status = passFail(ok && r.Min > 0)
 	}
 	return r
+}
+
+// startCPUProfile starts a CPU profile (runtime/pprof) into the file at
+// path and returns what stops it and closes the file. A profile that
+// cannot be started (the file cannot be created, another profile runs) is
+// skipped: the measurement goes on without it.
+func startCPUProfile(path string) func() {
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // summarize is the median, min and max of xs (NaN when empty).

@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -469,15 +468,7 @@ func (j *jobsCompare) profile(what string) func() {
 		return func() {}
 	}
 	j.profiled[what] = true
-	f, err := os.Create(filepath.Join(j.cfg.ProfileDir, j.kind()+"-"+what+".pprof"))
-	if err != nil {
-		return func() {}
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return func() {}
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
+	return startCPUProfile(filepath.Join(j.cfg.ProfileDir, j.kind()+"-"+what+".pprof"))
 }
 
 func (j *jobsCompare) workRiver(ctx context.Context, n int64) error {

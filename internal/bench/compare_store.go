@@ -75,6 +75,11 @@ type StoreCompareConfig struct {
 	Seed uint64
 	// Log receives a line per measured run.
 	Log io.Writer
+	// ProfileDir, if set, receives a CPU profile (runtime/pprof) of the
+	// first round of each claimcheck case of each size, named
+	// <file|s3>-<size>-<case>.pprof: checkin, checkin-enc, open,
+	// open-enc, stream, stream-enc (such as file-512MiB-checkin-enc.pprof).
+	ProfileDir string
 }
 
 // TenantsNote begins the report's note naming the run's tenants (a
@@ -153,7 +158,7 @@ func CompareStore(ctx context.Context, cfg StoreCompareConfig) (*CompareReport, 
 	// the same bytes under the same content addresses, and would delete
 	// this run's objects.
 	c := &storeCompare{ctx: ctx, plain: plain, enc: enc, dir: tmp, spoolDir: spoolDir, seed: cfg.Seed,
-		tenant: "bench-" + hex.EncodeToString(run[:])}
+		tenant: "bench-" + hex.EncodeToString(run[:]), profileDir: cfg.ProfileDir, profiled: map[string]bool{}}
 	if isS3(storeURL) {
 		if err := c.openSDK(storeURL); err != nil {
 			return nil, err
@@ -187,6 +192,8 @@ type storeCompare struct {
 	fileRoot   string // file:// stores: the store's directory
 	seed       uint64
 	tenant     string // prefix of this run's tenants
+	profileDir string // StoreCompareConfig.ProfileDir
+	profiled   map[string]bool
 
 	sdk       *s3.Client // s3:// stores: the plain client
 	bucket    string
@@ -258,9 +265,11 @@ func (c *storeCompare) group(n int64) Group {
 		c.delete(c.enc, openEnc)
 		os.Remove(src)
 	}
-	checkIn := func(name string, s *claimcheck.Store, tenant string) Case {
+	size := strings.ReplaceAll(FormatSize(n), " ", "")
+	checkIn := func(name, profile string, s *claimcheck.Store, tenant string) Case {
 		return Case{Name: name,
 			Run: func(ctx context.Context) (Sample, error) {
+				defer c.profile(size, profile)()
 				t, err := c.checkInFile(s, tenant, src)
 				checkedIn = t
 				if err != nil {
@@ -274,8 +283,9 @@ func (c *storeCompare) group(n int64) Group {
 			Cleanup: func(ctx context.Context) error { c.delete(s, checkedIn); checkedIn = nil; return nil },
 		}
 	}
-	claim := func(name string, s *claimcheck.Store, t **claimcheck.Ticket, stream bool) Case {
+	claim := func(name, profile string, s *claimcheck.Store, t **claimcheck.Ticket, stream bool) Case {
 		return Case{Name: name, Run: func(ctx context.Context) (Sample, error) {
+			defer c.profile(size, profile)()
 			got, err := c.claim(s, *t, stream)
 			if err != nil {
 				return Sample{}, err
@@ -287,12 +297,12 @@ func (c *storeCompare) group(n int64) Group {
 		}}
 	}
 	ccCases := []Case{
-		checkIn(CaseCheckIn, c.plain, c.tenant),
-		checkIn(CaseCheckInEnc, c.enc, c.tenant+"-enc"),
-		claim(CaseOpen, c.plain, &openPlain, false),
-		claim(CaseOpenEnc, c.enc, &openEnc, false),
-		claim(CaseStream, c.plain, &openPlain, true),
-		claim(CaseStreamEnc, c.enc, &openEnc, true),
+		checkIn(CaseCheckIn, "checkin", c.plain, c.tenant),
+		checkIn(CaseCheckInEnc, "checkin-enc", c.enc, c.tenant+"-enc"),
+		claim(CaseOpen, "open", c.plain, &openPlain, false),
+		claim(CaseOpenEnc, "open-enc", c.enc, &openEnc, false),
+		claim(CaseStream, "stream", c.plain, &openPlain, true),
+		claim(CaseStreamEnc, "stream-enc", c.enc, &openEnc, true),
 	}
 	if c.sdk == nil {
 		copyPath := filepath.Join(c.fileRoot, c.tenant+"-disk-reference.tmp")
@@ -346,6 +356,22 @@ func (c *storeCompare) group(n int64) Group {
 		{Name: "OpenStream encrypted / sdk GetObject into a file", Subject: CaseStreamEnc, References: get1, Metric: MetricMiBPerSec},
 	}
 	return g
+}
+
+// profile starts the CPU profile of the first round of a case of one
+// size, if asked for (StoreCompareConfig.ProfileDir), and returns what
+// stops it.
+func (c *storeCompare) profile(size, what string) func() {
+	name := "file"
+	if c.sdk != nil {
+		name = "s3"
+	}
+	name += "-" + size + "-" + what + ".pprof"
+	if c.profileDir == "" || c.profiled[name] {
+		return func() {}
+	}
+	c.profiled[name] = true
+	return startCPUProfile(filepath.Join(c.profileDir, name))
 }
 
 func (c *storeCompare) storeKind() string {

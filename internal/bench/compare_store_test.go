@@ -70,11 +70,20 @@ func TestCompareStoreFile(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	sizes := []int64{MiB, 3 * MiB}
-	rep, err := CompareStore(t.Context(), StoreCompareConfig{StoreURL: "file://" + store, Dir: dir, Sizes: sizes, Rounds: 2})
+	profiles := t.TempDir()
+	rep, err := CompareStore(t.Context(), StoreCompareConfig{StoreURL: "file://" + store, Dir: dir, Sizes: sizes, Rounds: 2, ProfileDir: profiles})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkStoreCompare(t, rep, sizes, 2, []string{CaseSHA256, CaseDisk})
+	// One CPU profile per claimcheck case and size (the first round's).
+	for _, size := range []string{"1MiB", "3MiB"} {
+		for _, c := range []string{"checkin", "checkin-enc", "open", "open-enc", "stream", "stream-enc"} {
+			if fi, err := os.Stat(filepath.Join(profiles, "file-"+size+"-"+c+".pprof")); err != nil || fi.Size() == 0 {
+				t.Fatalf("profile of %s at %s: %v", c, size, err)
+			}
+		}
+	}
 	var left []string
 	filepath.WalkDir(store, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {

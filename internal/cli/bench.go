@@ -19,6 +19,7 @@ type benchOptions struct {
 	rounds  int
 	noSDK   bool
 	compare bool
+	profile string // --cpuprofile-dir, with --compare
 	// roundsSet: --rounds was given (--compare's default is 3).
 	roundsSet bool
 	bytes     []int64 // --size parsed by Validate
@@ -30,6 +31,9 @@ type benchOptions struct {
 func (o *benchOptions) Validate() error {
 	if o.compare && o.noSDK {
 		return usagef("--compare measures the SDK as its reference: leave out --no-sdk-baseline")
+	}
+	if o.profile != "" && !o.compare {
+		return usagef("--cpuprofile-dir is for --compare")
 	}
 	if o.rounds < 1 || o.rounds > 20 {
 		return usagef("--rounds %d: use 1 to 20", o.rounds)
@@ -86,6 +90,7 @@ each round started, and judged against issue 13's goals.`,
 	c.Flags().BoolVar(&o.noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
 	c.Flags().IntVar(&o.rounds, "rounds", 1, "measure each size this many times per variant and report the fastest round (steadier ratios on a busy machine); with --compare, default 3")
 	c.Flags().BoolVar(&o.compare, "compare", false, "compare claimcheck with the plain references on the store, in this run: SHA-256 and the disk (file://), the AWS SDK's PutObject and GetObject (s3://); each ratio per round with its median and min–max, and the load average (default sizes 64MiB, 512MiB, 1GiB)")
+	c.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "with --compare, write CPU profiles (go tool pprof) of the first round of each claimcheck case into this directory: file-512MiB-checkin.pprof, -checkin-enc, -open, -open-enc, -stream, -stream-enc (s3-… on S3)")
 	c.AddCommand(newBenchRelay(g))
 	c.AddCommand(newBenchJobs(g))
 	return c

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/claimcheck/claimcheck/internal/bench"
@@ -23,7 +24,14 @@ func (o *benchOptions) runCompare(ctx context.Context, s streams) error {
 	if rounds == 1 && !o.roundsSet {
 		rounds = 3
 	}
-	rep, err := bench.CompareStore(ctx, bench.StoreCompareConfig{StoreURL: g.store, Dir: data, Sizes: o.bytes, Rounds: rounds, Log: s.err})
+	cfg := bench.StoreCompareConfig{StoreURL: g.store, Dir: data, Sizes: o.bytes, Rounds: rounds, Log: s.err}
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return err
+		}
+		cfg.ProfileDir = o.profile
+	}
+	rep, err := bench.CompareStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
