@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"hash/fnv"
 	"io"
 	"os"
@@ -74,7 +75,12 @@ type CheckInOptions struct {
 // Payloads of at most the inline threshold travel inline in the ticket and
 // touch no object. Larger ones are spooled to a temporary file while hashed
 // (the content address is known only at the end of the stream), then
-// written to their key with a conditional create. An object already at the
+// written to their key with a conditional create; a plain file:// store
+// writes them into the object's own file as it hashes them instead
+// (filestore.go). When r is a regular file (an *os.File), nothing is
+// spooled: the file is read from its offset to its end to hash it (and
+// take a CRC32C), then that byte range is read again to store it, checked
+// against the CRC32C; r is left at its end either way. An object already at the
 // key with the same digest and size is left as it is: a retried check-in
 // writes nothing new. The object is durable (acknowledged by the store;
 // fsynced with its directory on file://) before CheckIn returns, and a
@@ -83,7 +89,10 @@ type CheckInOptions struct {
 // Errors: ErrTicketInvalid for a bad tenant, name, version or content type;
 // ErrPayloadTooLarge past Options.MaxPayloadSize; ErrKeyConflict when a
 // named key holds other bytes; ErrUnavailable or ErrAccessDenied from the
-// store; the reader's own error, wrapped, if reading r fails.
+// store; the reader's own error, wrapped, if reading r fails;
+// ErrPayloadCorrupt, saying the file changed while it was checked in, when
+// r is a regular file whose bytes differ (or end early) the second time
+// they are read: nothing is stored at the key.
 func (s *Store) CheckIn(ctx context.Context, tenant string, r io.Reader, opts *CheckInOptions) (*Ticket, error) {
 	return s.checkIn(ctx, tenant, r, opts, false)
 }
@@ -156,6 +165,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	}
 
 	h := newDigester(s.keys.tenantMAC(tenant))
+	file, fileOff, isFile := regularFile(r) // before anything is read: where the payload starts
 	src := &countingReader{r: r, progress: opts.Progress}
 	t := &Ticket{Version: TicketVersion, Tenant: tenant, ContentType: opts.ContentType, Created: time.Now().UTC()}
 
@@ -203,6 +213,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	}
 	var dst io.Writer
 	what := "spool file in data directory"
+	var reread *rereadFile // the payload file, read again to store it
 	if direct && s.seal == nil {
 		f, err := s.createStoreTemp(tempDir)
 		if err != nil {
@@ -210,6 +221,11 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		}
 		objTemp, dst, what = f, f, "object file in the file store"
 		defer func() { removeTemp(objTemp) }() // nil once committed or handed on
+	} else if isFile {
+		// A regular file needs no spool: it is read once to hash it (and
+		// a CRC32C), then again to store it, checked against that CRC.
+		reread = &rereadFile{f: file, off: fileOff, sum: crc32.New(castagnoli)}
+		dst, what = reread.sum, "checksum"
 	} else {
 		var err error
 		if spool, err = s.createSpool(); err != nil {
@@ -223,6 +239,9 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		return nil, err
 	}
 	t.SHA256, t.Size = h.sha256(), n
+	if reread != nil {
+		reread.arm(n)
+	}
 	if key == "" {
 		key = contentKey(opts.Result, tenant, h.keyDigest())
 		if s.seal != nil {
@@ -247,8 +266,11 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		f := objTemp
 		objTemp = nil // putFile removes it unless it becomes the object
 		var body io.Reader
-		if spool != nil {
+		switch {
+		case spool != nil:
 			body = spool.File
+		case reread != nil:
+			body = reread
 		}
 		if err := s.putFile(ctx, t, path, f, body); err != nil {
 			return nil, err
@@ -257,6 +279,8 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		var body io.Reader
 		if spool != nil {
 			body = spool
+		} else if reread != nil {
+			body = reread
 		} else { // written in the store and yet not to be renamed: copy it
 			if _, err := objTemp.Seek(0, io.SeekStart); err != nil {
 				return nil, fileError("claimcheck: check in "+t.String()+": rewind", err)
@@ -338,6 +362,9 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 	if err != nil {
 		cancel() // cancelling before Close commits nothing
 		_ = w.Close()
+		if errors.Is(err, errFileChanged) {
+			return fmt.Errorf("claimcheck: check in %s: %w", t, err)
+		}
 		return storeError("claimcheck: check in "+t.String()+": write", err, false)
 	}
 	if file != nil && s.fileRoot != "" {
@@ -466,6 +493,72 @@ func (s *Store) checkSize(n int64) error {
 
 func (s *Store) tooLarge(tenant string, err error) error {
 	return fmt.Errorf("claimcheck: check in tenant=%s: payload exceeds the maximum of %d bytes: %w", tenant, s.maxSize, ErrPayloadTooLarge)
+}
+
+// castagnoli is CRC32C's table (hash/crc32 computes it with the CPU's
+// instruction where there is one).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// regularFile returns r as a regular file and the offset it is read from,
+// when it is one (an *os.File whose Stat is a regular file, seekable):
+// its bytes can then be read again (rereadFile) instead of spooled.
+func regularFile(r io.Reader) (*os.File, int64, bool) {
+	f, ok := r.(*os.File)
+	if !ok || f == nil {
+		return nil, 0, false
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, false
+	}
+	off, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, 0, false
+	}
+	return f, off, true
+}
+
+// errFileChanged is a check-in's error when the payload, a regular file
+// read twice (once to hash it, once to store it: rereadFile), gave other
+// bytes the second time: it was written to, or truncated, while it was
+// checked in. Nothing is stored at the key. It is ErrPayloadCorrupt: the
+// bytes that would be stored do not match the ticket's digest (a retry
+// reads the file again).
+var errFileChanged = fmt.Errorf("the payload file changed while it was checked in (its bytes, read a second time to store them, differ from those hashed; check it in once nothing writes to it): %w", ErrPayloadCorrupt)
+
+// rereadFile is the second read of a check-in's payload file: the byte
+// range the first read hashed (from off, n bytes), checked against the
+// first read's CRC32C (sum, written by spoolHashed; a cheap check, in
+// hardware, of what the ticket's SHA-256 then protects end to end: every
+// claim verifies it). Its final Read fails with errFileChanged instead of
+// io.EOF when the bytes differ or end early, so the check-in stops before
+// it commits: no object at the key, the upload aborted, the sealed file
+// never linked. The file's own offset is left where the first read left
+// it, at its end.
+type rereadFile struct {
+	f    *os.File
+	off  int64
+	sum  hash.Hash32 // the first read's CRC32C, then the second's
+	want uint32
+	r    *io.SectionReader
+	got  int64
+}
+
+// arm ends the first read (n bytes) and starts the second.
+func (c *rereadFile) arm(n int64) {
+	c.want = c.sum.Sum32()
+	c.sum.Reset()
+	c.r = io.NewSectionReader(c.f, c.off, n)
+}
+
+func (c *rereadFile) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sum.Write(p[:n])
+	c.got += int64(n)
+	if err == io.EOF && (c.got != c.r.Size() || c.sum.Sum32() != c.want) {
+		return n, errFileChanged
+	}
+	return n, err
 }
 
 // spoolFile is a temporary file that is unlinked as soon as it is created,

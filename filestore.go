@@ -31,7 +31,8 @@ import (
 // are then fsynced up to the store's root: the object is durable before its
 // ticket exists (docs/invariants.md, invariant 1). An encrypted payload is
 // spooled first (its ciphertext is bound to the key: seal.go), then sealed
-// into such a file.
+// into such a file; an encrypted payload given as a regular file is not
+// spooled: it is hashed, then read again and sealed (rereadFile, checkin.go).
 //
 // Keys whose fileblob path is not the key itself (escaped characters),
 // stores opened with fileblob's metadata= or dir_file_mode= parameters, and
@@ -295,6 +296,9 @@ func (s *Store) putFile(ctx context.Context, t *Ticket, path string, plain *os.F
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("claimcheck: check in %s: %w: %w", t, ErrUnavailable, ctx.Err())
+			}
+			if errors.Is(err, errFileChanged) { // the payload file, read again (rereadFile)
+				return fmt.Errorf("claimcheck: check in %s: %w", t, err)
 			}
 			return fmt.Errorf("claimcheck: check in %s: seal: %w", t, fileError("claimcheck: read spool file in data directory", err))
 		}

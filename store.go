@@ -97,8 +97,9 @@ type Options struct {
 	// notfound_grace=D parameter sets it too (Options win). Measured from
 	// the ticket's Created (the producer's clock) on the worker's clock.
 	NotFoundGrace time.Duration
-	// SpoolDir holds temporary files: check-ins being hashed and claims being
-	// verified. Default os.TempDir(). Files are removed when done.
+	// SpoolDir holds temporary files: check-ins being hashed (a payload
+	// given as a regular file needs none) and claims being verified.
+	// Default os.TempDir(). Files are removed when done.
 	SpoolDir string
 }
 
