@@ -177,7 +177,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 // verifying read (OpenStream). Its reads, and the decryption of an
 // encrypted object, run ahead in a goroutine of their own (aheadReader)
 // on buffers from pool (nil: fresh ones; Verify's are shared with its
-// spool's writer).
+// spool's writer), but for an OpenStream of a plain file:// object.
 func (p *Payload) openStream(ctx context.Context, pool chan []byte) (*verifyingReader, error) {
 	t := p.ticket
 	s := p.store
@@ -235,6 +235,12 @@ func (p *Payload) openStream(ctx context.Context, pool chan []byte) (*verifyingR
 			return nil, fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt)
 		}
 		src, v.tracked = dr, tr
+	}
+	if pool == nil && v.tracked == nil && s.fileRoot != "" {
+		// A plain object of a file:// store: its reads are copies from
+		// the page cache, cheaper than a copy out of a buffer read ahead.
+		v.src = src
+		return v, nil
 	}
 	// Reading (and decrypting) ahead, one goroutine, while the caller's
 	// goroutine hashes what it reads: serially an unencrypted claim from
@@ -296,13 +302,14 @@ func verifyInline(t *Ticket, b []byte) error {
 	return nil
 }
 
-// verifyingReader hashes and counts what src yields (the object, or its
-// decryption) and fails at EOF on a mismatch; r is the object, closed at
-// the end.
+// verifyingReader hashes and counts what ahead (or src) yields (the
+// object, or its decryption) and fails at EOF on a mismatch; r is the
+// object, closed at the end.
 type verifyingReader struct {
 	r       io.ReadCloser
 	cancel  context.CancelFunc    // of r's context; nil: none
 	ahead   *aheadReader          // reads (and decrypts) r ahead; stopped on Close
+	src     io.Reader             // without ahead: r, read in the caller's goroutine
 	tracked *trackingReader       // the object under a decrypting reader, to classify errors
 	sealed  func() (bool, string) // store without a keeper: reports an encrypted object and its key id
 	t       *Ticket
@@ -318,13 +325,19 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	if v.err != nil {
 		return 0, v.err
 	}
-	n, err := v.ahead.Read(p)
+	var n int
+	var err error
+	if v.ahead != nil {
+		n, err = v.ahead.Read(p)
+	} else {
+		n, err = v.src.Read(p)
+	}
 	return v.check(p[:n], err)
 }
 
 // next is Read without a copy: it returns the next buffer read ahead,
 // checked, which the caller owns (and returns to the pool it gave
-// openStream) and err as Read's.
+// openStream) and err as Read's. Only with ahead.
 func (v *verifyingReader) next() ([]byte, error) {
 	if v.err != nil {
 		return nil, v.err
