@@ -396,6 +396,7 @@ func TestBadInput(t *testing.T) {
 		{"directory as file", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", dir}, 1, "not a regular file"},
 		{"empty stdin", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", "-"}, 1, "payload is empty"},
 		{"empty file in run", "", []string{"run", empty}, 1, "is empty"},
+		{"empty file to submit", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", empty}, 1, "payload is empty"},
 		{"run without arguments", "", []string{"run"}, 2, "needs files"},
 		{"unknown kind to work", "", []string{"work", "--kind", "no-such-kind"}, 2, "no built-in handler"},
 		{"invalid kind", "", []string{"submit", "--kind", "Bad Kind", "--tenant", "acme", "-"}, 2, "kind"},

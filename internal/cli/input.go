@@ -15,6 +15,24 @@ import (
 // upload is far more often a failed download than a job.
 var errEmptyPayload = errors.New("payload is empty (0 bytes); pass --allow-empty if that is intended")
 
+// refuseEmpty returns r, the payload read from what, such that an empty
+// payload fails with errEmptyPayload before anything is stored. A regular
+// file is returned as it is, once its size is known not to be 0: the
+// check-in then reads the file itself twice rather than spool it
+// (claimcheck.Store.CheckIn), which a wrapper would hide. Any other reader
+// is wrapped in a nonEmpty.
+func refuseEmpty(r io.Reader, what string) (io.Reader, error) {
+	if f, ok := r.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			if st.Size() == 0 {
+				return nil, fmt.Errorf("%s: %w", what, errEmptyPayload)
+			}
+			return f, nil
+		}
+	}
+	return &nonEmpty{r: r, what: what}, nil
+}
+
 // nonEmpty fails at EOF if no byte was read, so the check-in stops before
 // anything is enqueued.
 type nonEmpty struct {

@@ -213,10 +213,9 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		}
 		defer closeAtt()
 		if !o.allowEmpty {
-			if st, err := r.(*os.File).Stat(); err == nil && st.Size() == 0 {
+			if r, err = refuseEmpty(r, a.file); err != nil {
 				return usagef("--attach %s=%s: %v; nothing was stored", a.name, a.file, errEmptyPayload)
 			}
-			r = &nonEmpty{r: r, what: a.file}
 		}
 		atts = append(atts, pipeline.Attachment{Name: a.name, Body: r, ContentType: t})
 	}
@@ -242,7 +241,9 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		trace.WithAttributes(attribute.String("claimcheck.kind", o.kind), attribute.String("claimcheck.tenant", o.tenant)))
 	defer span.End()
 	if !o.allowEmpty && in != nil {
-		in = &nonEmpty{r: in, what: o.file}
+		if in, err = refuseEmpty(in, o.file); err != nil {
+			return err
+		}
 	}
 	var dests []string
 	var tr broker.Transport
