@@ -26,7 +26,8 @@
 // What claimcheck adds over a plain s3blob bucket:
 //
 //   - Every upload request carries a checksum the server verifies before it
-//     stores anything: bytes corrupted between the spool and the server
+//     stores anything: bytes corrupted between the spool (or the payload
+//     file, read a second time: claimcheck.Store.CheckIn) and the server
 //     are refused (BadDigest), not stored. A payload stored in one request
 //     and not encrypted carries the ticket's own SHA-256
 //     (x-amz-checksum-sha256), so the server checks the bytes against the
@@ -45,8 +46,12 @@
 //     key cannot both commit.
 //   - Large payloads go up in parts of s3PartSize (5 MiB, S3's minimum, until
 //     the 10,000-part limit needs more), s3UploadConcurrency at a time (the
-//     next part read from the spool while the others upload): memory per
-//     check-in is about (s3UploadConcurrency+2) parts whatever the size.
+//     next part read from the spool, or from the payload file itself, while
+//     the others upload): memory per check-in is about
+//     (s3UploadConcurrency+2) parts whatever the size (the transfer
+//     manager's pool of s3UploadConcurrency+1 part buffers, and the first
+//     part, which it reads whole to tell a single PutObject from a
+//     multipart upload).
 //   - A failed or cancelled multipart upload is aborted with a fresh context
 //     (s3AbortTimeout), so it leaves no incomplete upload behind.
 //   - Every connection is bounded in time (claimcheck.NetBoundsFromURL): connect_timeout=D
@@ -161,7 +166,7 @@ type hooks struct {
 const (
 	s3MinPartSize = 5 << 20 // S3's minimum part size, but for the last part
 	s3MaxParts    = 10000
-	// Two parts in flight while the next is read from the spool: the
+	// Two parts in flight while the next is read (spool or file): the
 	// client is not idle while a part's request is answered (one at a
 	// time left it busy about a quarter of the time).
 	s3UploadConcurrency = 2
