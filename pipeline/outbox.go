@@ -137,7 +137,9 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		opts.MaxRetryDelay = 15 * time.Second
 	}
 	workers := river.NewWorkers()
-	w := &relayWorker{p: p, opts: opts}
+	w := &relayWorker{p: p, opts: opts, reg: p.startFanOutRegistrar(opts.Transport, opts.Batch)}
+	// After runClient, River has stopped: no Work call registers any more.
+	defer w.reg.Stop()
 	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
 		return fmt.Errorf("pipeline: relay: %w", err)
 	}
@@ -204,10 +206,15 @@ type relayWorker struct {
 	// reported holds the ids of the entries bound to another broker that
 	// OnSent was told of.
 	reported sync.Map
+	// reg writes the entries' fan-out registrations (nil: no fan-out).
+	reg *fanOutRegistrar
 }
 
+// relayTimeout bounds one entry's publish and its confirmation.
+const relayTimeout = time.Minute
+
 // Timeout bounds one publish and its confirmation.
-func (w *relayWorker) Timeout(*river.Job[jobArgs]) time.Duration { return time.Minute }
+func (w *relayWorker) Timeout(*river.Job[jobArgs]) time.Duration { return relayTimeout }
 
 func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err error) {
 	if w.opts.OnSent != nil {
@@ -250,7 +257,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	if job.Priority > DefaultPriority {
 		m.Attributes[broker.AttrPriority] = strconv.Itoa(job.Priority)
 	}
-	err = w.p.registerFanOut(ctx, job.ID, t, w.opts.Transport)
+	err = w.reg.register(ctx, job.ID, t)
 	if err == nil {
 		start := time.Now()
 		err = w.opts.Transport.Publish(ctx, []broker.Message{m})
@@ -292,34 +299,189 @@ const (
 	rolePayloadHeld = "payload-held"
 )
 
-// registerFanOut replaces entry job's payload reference by one per queue
-// the transport's broker copies the message to (broker.FanOut), or adds
-// rolePayloadHeld when those queues are unknown; nothing for a transport
-// without fan-out or an inline ticket. Idempotent, so a replay registers
-// again the references its queues released.
-func (p *Pipeline) registerFanOut(ctx context.Context, job int64, t *claimcheck.Ticket, tr broker.Transport) error {
+// fanOutQueues are the queues a destination's broker copies each message
+// to (broker.FanOut), or unknown (broker.ErrFanOutUnknown).
+type fanOutQueues struct {
+	queues  []string
+	unknown bool
+}
+
+// queuesOf asks fo for its fan-out queues.
+func queuesOf(fo broker.FanOut) (fanOutQueues, error) {
+	queues, err := fo.FanOutQueues()
+	switch {
+	case errors.Is(err, broker.ErrFanOutUnknown):
+		return fanOutQueues{unknown: true}, nil
+	case err != nil:
+		return fanOutQueues{}, fmt.Errorf("pipeline: relay: fan-out of the destination: %w", err)
+	}
+	return fanOutQueues{queues: queues}, nil
+}
+
+// registerFanOutTx replaces, in tx, entry job's payload reference by one
+// per queue the transport's broker copies the message to, or adds
+// rolePayloadHeld when those queues are unknown. Idempotent, so a replay
+// registers again the references its queues released.
+func registerFanOutTx(ctx context.Context, tx *sql.Tx, job int64, t *claimcheck.Ticket, fq fanOutQueues) error {
+	if fq.unknown {
+		return register(ctx, tx, job, rolePayloadHeld, t)
+	}
+	for _, q := range fq.queues {
+		if err := register(ctx, tx, job, rolePayloadAt+q, t); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key); err != nil {
+		return fmt.Errorf("pipeline: relay: registry: %w", err)
+	}
+	return nil
+}
+
+// fanOutRegistrar writes a relay's fan-out registrations (registerFanOutTx)
+// from one goroutine, every entry waiting at the time in one transaction.
+// Each entry in flight still waits for its own registration's commit
+// before it is published, but does not run a transaction of its own on
+// its goroutine: the job database commits once per round instead of once
+// per entry (SQLite has one connection, shared with River's fetches and
+// completions), and SQLite's deep calls grow this goroutine's stack only,
+// not the stack of each of the Batch entries in flight.
+type fanOutRegistrar struct {
+	p      *Pipeline
+	fo     broker.FanOut
+	max    int
+	reqs   chan *fanOutReq
+	stop   chan struct{}
+	done   chan struct{}
+	closed sync.Once
+}
+
+// fanOutReq is one entry's registration; its outcome goes to done.
+type fanOutReq struct {
+	ctx  context.Context
+	job  int64
+	t    *claimcheck.Ticket
+	done chan error
+}
+
+// startFanOutRegistrar starts the registrar of tr's fan-out, batching up
+// to max entries per transaction; nil if tr does not fan out. Stop it
+// after the relay's last publish.
+func (p *Pipeline) startFanOutRegistrar(tr broker.Transport, max int) *fanOutRegistrar {
 	fo, ok := tr.(broker.FanOut)
-	if !ok || t.IsInline() {
+	if !ok {
 		return nil
 	}
-	queues, qerr := fo.FanOutQueues()
-	if qerr != nil && !errors.Is(qerr, broker.ErrFanOutUnknown) {
-		return fmt.Errorf("pipeline: relay: fan-out of the destination: %w", qerr)
+	r := &fanOutRegistrar{p: p, fo: fo, max: max, reqs: make(chan *fanOutReq), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// Stop ends the registrar's goroutine; a register call after it fails.
+func (r *fanOutRegistrar) Stop() {
+	if r == nil {
+		return
 	}
-	return p.inTx(ctx, func(tx *sql.Tx) error {
-		if qerr != nil {
-			return register(ctx, tx, job, rolePayloadHeld, t)
+	r.closed.Do(func() { close(r.stop) })
+	<-r.done
+}
+
+// errRegistrarStopped is a registration refused after Stop.
+var errRegistrarStopped = fmt.Errorf("pipeline: relay: stopping, the entry is not registered: %w", claimcheck.ErrUnavailable)
+
+// register has the registrar write job's fan-out registration
+// (registerFanOutTx) and returns once it is committed (or failed), or ctx
+// is done. Inline tickets, and a nil registrar (a transport without
+// fan-out), register nothing.
+func (r *fanOutRegistrar) register(ctx context.Context, job int64, t *claimcheck.Ticket) error {
+	if r == nil || t.IsInline() {
+		return nil
+	}
+	req := &fanOutReq{ctx: ctx, job: job, t: t, done: make(chan error, 1)}
+	select {
+	case r.reqs <- req:
+	case <-ctx.Done():
+		return fmt.Errorf("pipeline: relay: registry: %w", ctx.Err())
+	case <-r.stop:
+		return errRegistrarStopped
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("pipeline: relay: registry: %w", ctx.Err())
+	}
+}
+
+func (r *fanOutRegistrar) run() {
+	defer close(r.done)
+	batch := make([]*fanOutReq, 0, r.max)
+	for {
+		batch = batch[:0]
+		select {
+		case req := <-r.reqs:
+			batch = append(batch, req)
+		case <-r.stop:
+			return
 		}
-		for _, q := range queues {
-			if err := register(ctx, tx, job, rolePayloadAt+q, t); err != nil {
-				return err
+	more:
+		for len(batch) < r.max {
+			select {
+			case req := <-r.reqs:
+				batch = append(batch, req)
+			default:
+				break more
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key); err != nil {
-			return fmt.Errorf("pipeline: relay: registry: %w", err)
+		r.write(batch)
+		clear(batch)
+	}
+}
+
+// write commits batch's registrations in one transaction. If that fails
+// (one entry's row may be at fault), each entry is tried again in a
+// transaction of its own, so an entry fails only of its own error.
+func (r *fanOutRegistrar) write(batch []*fanOutReq) {
+	live := batch[:0]
+	for _, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			req.done <- fmt.Errorf("pipeline: relay: registry: %w", err)
+			continue
 		}
-		return nil
-	})
+		live = append(live, req)
+	}
+	if len(live) == 0 {
+		return
+	}
+	queues, err := queuesOf(r.fo)
+	if err != nil {
+		for _, req := range live {
+			req.done <- err
+		}
+		return
+	}
+	if len(live) > 1 {
+		// The transaction serves entries whose own contexts may end at
+		// different times: it has the relay's publish timeout instead.
+		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
+		err = r.p.inTx(ctx, func(tx *sql.Tx) error {
+			for _, req := range live {
+				if err := registerFanOutTx(ctx, tx, req.job, req.t, queues); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err == nil {
+			for _, req := range live {
+				req.done <- nil
+			}
+			return
+		}
+	}
+	for _, req := range live {
+		req.done <- r.p.inTx(req.ctx, func(tx *sql.Tx) error { return registerFanOutTx(req.ctx, tx, req.job, req.t, queues) })
+	}
 }
 
 // relaySnooze is River's snooze carrying the publish error for OnSent.

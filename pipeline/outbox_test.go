@@ -26,12 +26,18 @@ type outageTransport struct {
 	calls     atomic.Int64
 	refused   atomic.Int64
 	published atomic.Int64
+	// onPublish, if set, sees every publish the broker accepts, before
+	// it is delivered.
+	onPublish func([]broker.Message)
 }
 
 func (o *outageTransport) Publish(ctx context.Context, msgs []broker.Message) error {
 	if o.calls.Add(1) <= o.refuse {
 		o.refused.Add(1)
 		return fmt.Errorf("outage stand-in: connection refused: %w", claimcheck.ErrUnavailable)
+	}
+	if o.onPublish != nil {
+		o.onPublish(msgs)
 	}
 	o.published.Add(int64(len(msgs)))
 	return o.Fake.Publish(ctx, msgs)
@@ -330,4 +336,65 @@ func TestRelayReportsOtherBrokersEntries(t *testing.T) {
 	if empty, err := b.p.OutboxEmpty(b.ctx, "billing"); err != nil || empty {
 		t.Fatalf("the bound entries left the outbox: empty %v, %v", empty, err)
 	}
+}
+
+// fanOutTransport is an outage stand-in whose broker copies each message
+// to two queues (broker.FanOut), so that the relay registers a payload
+// reference per queue before each publish.
+type fanOutTransport struct {
+	*outageTransport
+}
+
+func (fanOutTransport) FanOutQueues() ([]string, error) { return []string{"fan:a", "fan:b"}, nil }
+
+// TestRelayFanOutRegistersEachEntry: with a destination that fans out, a
+// relay of many entries in flight (several registered per transaction)
+// across an outage publishes every entry, each only after its registry
+// holds one reference per queue and no longer the entry's single one.
+func TestRelayFanOutRegistersEachEntry(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newDB func(testing.TB) string) {
+		b := setup(t, newDB(t), &testOpts{store: claimcheck.Options{InlineThreshold: 16}})
+		const n = 60
+		for i := range n {
+			if _, err := b.p.Enqueue(b.ctx, "pages", "acme", strings.NewReader(fmt.Sprintf("fan-out payload %d %s", i, strings.Repeat("x", 100))),
+				&EnqueueOptions{Destinations: []string{"fan"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tr := fanOutTransport{&outageTransport{Fake: brokertest.NewFake(64 << 10), refuse: 5}}
+		var unregistered atomic.Int64
+		tr.onPublish = func(msgs []broker.Message) {
+			for _, m := range msgs {
+				job := m.Attributes[broker.AttrJob]
+				if countRows(t, b, `SELECT COUNT(*) FROM claimcheck_claim WHERE job_id = $1 AND role IN ('payload@fan:a', 'payload@fan:b')`, job) != 2 ||
+					countRows(t, b, `SELECT COUNT(*) FROM claimcheck_claim WHERE job_id = $1 AND role = 'payload'`, job) != 0 {
+					unregistered.Add(1)
+				}
+			}
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, workTimeout)
+		defer cancel()
+		if err := b.p.Relay(ctx, RelayOptions{Destination: "fan", Transport: tr, UntilEmpty: true, Batch: 20, MaxRetryDelay: 200 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		if tr.refused.Load() == 0 {
+			t.Fatal("the outage was not exercised")
+		}
+		if got := unregistered.Load(); got != 0 {
+			t.Fatalf("%d publishes before the entry's fan-out registration", got)
+		}
+		ids := map[string]bool{}
+		for _, d := range drain(t, tr) {
+			ids[d.Attributes[broker.AttrJob]] = true
+		}
+		if len(ids) != n || tr.published.Load() != n {
+			t.Fatalf("%d entries delivered in %d publishes, want %d each", len(ids), tr.published.Load(), n)
+		}
+		if got := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_claim WHERE role LIKE 'payload@fan:%'`); got != 2*n {
+			t.Fatalf("%d fan-out references, want %d", got, 2*n)
+		}
+		if got := countRows(t, b, `SELECT COUNT(*) FROM claimcheck_claim WHERE role = 'payload'`); got != 0 {
+			t.Fatalf("%d single payload references left, want 0", got)
+		}
+	})
 }
