@@ -213,10 +213,15 @@ type relayWorker struct {
 // relayTimeout bounds one entry's publish and its confirmation.
 const relayTimeout = time.Minute
 
-// Timeout bounds one publish and its confirmation.
-func (w *relayWorker) Timeout(*river.Job[jobArgs]) time.Duration { return relayTimeout }
+// Timeout is River's job timeout: none (-1), since Work bounds each entry
+// itself (relayTimeout). With a timeout River would also start, for every
+// running job, a goroutine watching it for being stuck: a second goroutine
+// (stack, timer) for each of the Batch entries in flight.
+func (w *relayWorker) Timeout(*river.Job[jobArgs]) time.Duration { return -1 }
 
 func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
+	defer cancel()
 	if w.opts.OnSent != nil {
 		defer func() {
 			var snooze *relaySnooze
