@@ -91,21 +91,15 @@ func (p *Payload) Verify(ctx context.Context) error {
 	return nil
 }
 
-// verifyBuffers is how many fileBuf buffers a verification into a spool
-// file holds: one read from the object (or decrypted) while one is hashed
-// and one written to the spool, in three goroutines.
-const verifyBuffers = 3
-
 // spoolVerified streams the object into spool, verifying it: its reads
-// (and decryption), the verifying SHA-256 and the spool's writes each run
-// in a goroutine of their own, on buffers passed from one to the next (no
-// copy between them), so that on several cores they overlap. The error is
-// OpenStream's, or its reader's, or the spool's.
+// (and decryption) run ahead in a goroutine of their own (aheadReader)
+// while this one hashes each buffer and writes it to the spool, while it
+// is still in this core's cache (a third goroutine writing the spool took
+// twice the kernel time for the same writes). The error is OpenStream's,
+// or its reader's, or the spool's.
 func (p *Payload) spoolVerified(ctx context.Context, spool *spoolFile) error {
-	aw := newAheadWriter(spool, verifyBuffers, fileBuf)
-	v, err := p.openStream(ctx, aw.free)
+	v, err := p.openStream(ctx, true)
 	if err != nil {
-		aw.close()
 		return err
 	}
 	defer v.Close()
@@ -115,14 +109,14 @@ func (p *Payload) spoolVerified(ctx context.Context, spool *spoolFile) error {
 		}
 		var b []byte
 		b, err = v.next()
-		if len(b) == 0 {
-			v.ahead.release(b)
-		} else if !aw.submit(b) {
-			break // the write's error is close's
+		var werr error
+		if len(b) > 0 {
+			_, werr = spool.Write(b)
 		}
-	}
-	if _, werr := aw.close(); werr != nil {
-		return werr
+		v.ahead.release(b)
+		if werr != nil {
+			return werr
+		}
 	}
 	if errors.Is(err, io.EOF) {
 		return nil
@@ -166,7 +160,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		}
 		return io.NopCloser(bytes.NewReader(b)), nil
 	}
-	v, err := p.openStream(ctx, nil)
+	v, err := p.openStream(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -174,11 +168,10 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 }
 
 // openStream opens the object behind an offloaded payload's ticket for a
-// verifying read (OpenStream). Its reads, and the decryption of an
-// encrypted object, run ahead in a goroutine of their own (aheadReader)
-// on buffers from pool (nil: fresh ones; Verify's are shared with its
-// spool's writer), but for an OpenStream of a plain file:// object.
-func (p *Payload) openStream(ctx context.Context, pool chan []byte) (*verifyingReader, error) {
+// verifying read (OpenStream, or Verify's spool when spooling). Its reads,
+// and the decryption of an encrypted object, run ahead in a goroutine of
+// their own (aheadReader), but for an OpenStream of a plain file:// object.
+func (p *Payload) openStream(ctx context.Context, spooling bool) (*verifyingReader, error) {
 	t := p.ticket
 	s := p.store
 	var wrapped, keyID string
@@ -236,7 +229,7 @@ func (p *Payload) openStream(ctx context.Context, pool chan []byte) (*verifyingR
 		}
 		src, v.tracked = dr, tr
 	}
-	if pool == nil && v.tracked == nil && s.fileRoot != "" {
+	if !spooling && v.tracked == nil && s.fileRoot != "" {
 		// A plain object of a file:// store: its reads are copies from
 		// the page cache, cheaper than a copy out of a buffer read ahead.
 		v.src = src
@@ -247,7 +240,7 @@ func (p *Payload) openStream(ctx context.Context, pool chan []byte) (*verifyingR
 	// S3 left the connection idle while it hashed, and an encrypted one
 	// ran at about 60-70% of an unencrypted one; in parallel at about
 	// 90-100%.
-	v.ahead = newAheadReader(src, pool, aheadBuffers, fileBuf)
+	v.ahead = newAheadReader(src, aheadBuffers, fileBuf)
 	return v, nil
 }
 
@@ -336,8 +329,8 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 }
 
 // next is Read without a copy: it returns the next buffer read ahead,
-// checked, which the caller owns (and returns to the pool it gave
-// openStream) and err as Read's. Only with ahead.
+// checked, which the caller owns (and gives back: ahead.release) and
+// err as Read's. Only with ahead.
 func (v *verifyingReader) next() ([]byte, error) {
 	if v.err != nil {
 		return nil, v.err
@@ -425,11 +418,11 @@ func (t *trackingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// aheadBuffers is how many fileBuf buffers an OpenStream reads ahead
+// aheadBuffers is how many fileBuf buffers a verified claim reads ahead
 // into: one filled by its goroutine while the caller reads the other.
 const aheadBuffers = 2
 
-// aheadReader reads r in a goroutine of its own into buffers of a pool,
+// aheadReader reads r in a goroutine of its own into a pool of buffers,
 // handing them over filled (or at r's end or first error, with it), so
 // that reading r (a connection, a decryption) overlaps with what its
 // reader does with the bytes. Read copies out of the current buffer (no
@@ -451,16 +444,13 @@ type aheadChunk struct {
 	err error
 }
 
-// newAheadReader starts reading r into the buffers of pool (nil: a pool
-// of its own of n buffers of size bytes).
-func newAheadReader(r io.Reader, pool chan []byte, n, size int) *aheadReader {
-	if pool == nil {
-		pool = make(chan []byte, n)
-		for range n {
-			pool <- make([]byte, size)
-		}
+// newAheadReader starts reading r into n buffers of size bytes.
+func newAheadReader(r io.Reader, n, size int) *aheadReader {
+	pool := make(chan []byte, n)
+	for range n {
+		pool <- make([]byte, size)
 	}
-	a := &aheadReader{free: pool, filled: make(chan aheadChunk, cap(pool)), done: make(chan struct{}), exited: make(chan struct{})}
+	a := &aheadReader{free: pool, filled: make(chan aheadChunk, n), done: make(chan struct{}), exited: make(chan struct{})}
 	go a.run(r)
 	return a
 }

@@ -403,7 +403,7 @@ func (p *Payload) verifyFile(ctx context.Context) (f *os.File, ok bool, err erro
 		return f, false, nil
 	}
 	v := &verifyingReader{r: io.NopCloser(nil), t: t, sum: sha256.New(),
-		ahead: newAheadReader(io.NewSectionReader(f, 0, t.Size+1), nil, aheadBuffers, fileBuf)}
+		ahead: newAheadReader(io.NewSectionReader(f, 0, t.Size+1), aheadBuffers, fileBuf)}
 	defer v.Close()
 	for err == nil {
 		if err = ctx.Err(); err == nil {
