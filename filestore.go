@@ -373,8 +373,7 @@ func writeAttrs(path, contentType string, meta map[string]string) error {
 }
 
 // verifyFile verifies an unencrypted payload of a file:// store where it
-// lies: the object file is hashed through one descriptor (read ahead in
-// a goroutine of its own while the last piece read is hashed), which then
+// lies: the object file is hashed through one descriptor, which then
 // serves the verified reads (the object is never rewritten in place: a
 // check-in renames a new file over nothing, a sweep unlinks, and either
 // leaves an open descriptor's bytes as they were). ok is false when the
@@ -402,17 +401,8 @@ func (p *Payload) verifyFile(ctx context.Context) (f *os.File, ok bool, err erro
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != t.Size {
 		return f, false, nil
 	}
-	v := &verifyingReader{r: io.NopCloser(nil), t: t, sum: sha256.New(),
-		ahead: newAheadReader(io.NewSectionReader(f, 0, t.Size+1), aheadBuffers, fileBuf)}
-	defer v.Close()
-	for err == nil {
-		if err = ctx.Err(); err == nil {
-			var b []byte
-			b, err = v.next()
-			v.ahead.release(b)
-		}
-	}
-	if !errors.Is(err, io.EOF) {
+	v := &verifyingReader{r: io.NopCloser(nil), src: io.NewSectionReader(f, 0, t.Size+1), t: t, sum: sha256.New()}
+	if _, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{ctxio.Reader(ctx, v)}, make([]byte, fileBuf)); err != nil {
 		if ctx.Err() != nil {
 			return f, false, fmt.Errorf("claimcheck: claim %s: %w: %w", t, ErrUnavailable, ctx.Err())
 		}
