@@ -170,7 +170,7 @@ func TestS3PresignedURLRefused(t *testing.T) {
 	b := setupS3(t, nil)
 	ctx := b.ctx
 
-	enc := b.derived(t, &claimcheck.Options{Keeper: s3Keeper(t)})
+	enc := b.derived(t, &claimcheck.Options{Keeper: newKeeper(t)})
 	tk, err := enc.CheckIn(ctx, b.tenant, bytes.NewReader(storetest.Payload(63, 100<<10)), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -10,22 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"gocloud.dev/secrets/localsecrets"
-
 	"github.com/claimcheck/claimcheck"
 )
-
-// rereadKeeper is a local keeper for the encrypted variants.
-func rereadKeeper(t *testing.T) *claimcheck.Options {
-	t.Helper()
-	key, err := localsecrets.NewRandomKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := localsecrets.NewKeeper(key)
-	t.Cleanup(func() { k.Close() })
-	return &claimcheck.Options{Keeper: k}
-}
 
 // breakSpool replaces the store's spool directory with a regular file, so
 // that a check-in that spools fails (ENOTDIR): what still checks in never
@@ -167,7 +153,7 @@ func TestCheckInFileWithoutSpool(t *testing.T) {
 			t.Parallel()
 			var opts *claimcheck.Options
 			if tc.enc {
-				opts = rereadKeeper(t)
+				opts = &claimcheck.Options{Keeper: newKeeper(t)}
 			}
 			var b *testBundle
 			if tc.file {
@@ -214,7 +200,7 @@ func TestS3CheckInFileWithoutSpool(t *testing.T) {
 			b := setupS3(t, nil)
 			opts := &claimcheck.Options{}
 			if enc {
-				opts = rereadKeeper(t)
+				opts = &claimcheck.Options{Keeper: newKeeper(t)}
 			}
 			opts.SpoolDir = filepath.Join(t.TempDir(), "spool")
 			s, err := claimcheck.OpenStore(b.ctx, b.url, opts)

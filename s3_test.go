@@ -33,8 +33,6 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"gocloud.dev/blob/s3blob"
-	"gocloud.dev/secrets"
-	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/storetest"
@@ -355,7 +353,7 @@ func TestS3CheckInSendsChecksums(t *testing.T) {
 	}
 
 	// Encrypted: the checksum is the SHA-256 of the ciphertext sent.
-	enc := b.derived(t, &claimcheck.Options{Keeper: s3Keeper(t)}, rec.record)
+	enc := b.derived(t, &claimcheck.Options{Keeper: newKeeper(t)}, rec.record)
 	before := len(rec.ops("PutObject"))
 	tk, err = enc.CheckIn(b.ctx, b.tenant, bytes.NewReader(storetest.Payload(8, 200<<10)), nil)
 	if err != nil {
@@ -369,18 +367,6 @@ func TestS3CheckInSendsChecksums(t *testing.T) {
 	if len(puts) != 1 || puts[0].header.Get("X-Amz-Checksum-Crc32c") != b64crc32c(raw) {
 		t.Fatal("encrypted check-in: want one PutObject carrying the CRC32C of the ciphertext stored")
 	}
-}
-
-// s3Keeper is a real keeper (localsecrets) under a random key.
-func s3Keeper(t *testing.T) *secrets.Keeper {
-	t.Helper()
-	key, err := localsecrets.NewRandomKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := localsecrets.NewKeeper(key)
-	t.Cleanup(func() { k.Close() })
-	return k
 }
 
 // corruptBody is a client option that flips one byte in the body of the
@@ -527,7 +513,7 @@ func TestS3DeletedObjectMissing(t *testing.T) {
 			// missing object is not visible yet, not missing.
 			opts := &claimcheck.Options{NotFoundGrace: -1}
 			if enc {
-				opts.Keeper = s3Keeper(t)
+				opts.Keeper = newKeeper(t)
 			}
 			b := setupS3(t, opts)
 			tk, err := b.store.CheckIn(b.ctx, b.tenant, bytes.NewReader(storetest.Payload(5, 100<<10)), nil)

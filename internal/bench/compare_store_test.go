@@ -143,54 +143,32 @@ func TestCompareStoreS3(t *testing.T) {
 // Each object is deleted after its iteration, outside the timer.
 func BenchmarkCheckInFromFile(b *testing.B) {
 	const size = 256 * MiB
-	dir := b.TempDir()
-	src := filepath.Join(dir, "source")
-	f, err := os.Create(src)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := f.ReadFrom(Stream(3, size)); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-	stores := map[string]string{"file": "file://" + filepath.Join(dir, "store")}
-	if raw := os.Getenv("CLAIMCHECK_TEST_S3_URL"); raw != "" {
-		stores["s3"] = raw
-	}
-	for _, name := range []string{"file", "s3"} {
-		raw, ok := stores[name]
-		if !ok {
-			continue
+	fromFileStores(b, 3, size, func(b *testing.B, name, raw, dir, src string) {
+		ctx := context.Background()
+		s, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			ctx := context.Background()
-			s, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+		defer s.Close()
+		b.SetBytes(size)
+		tenant := fmt.Sprintf("bench-profile-%d", time.Now().UnixNano()%1e9) // this run's own keys on a shared bucket
+		for i := 0; i < b.N; i++ {
+			f, err := os.Open(src)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer s.Close()
-			b.SetBytes(size)
-			tenant := fmt.Sprintf("bench-profile-%d", time.Now().UnixNano()%1e9) // this run's own keys on a shared bucket
-			for i := 0; i < b.N; i++ {
-				f, err := os.Open(src)
-				if err != nil {
-					b.Fatal(err)
-				}
-				t, err := s.CheckIn(ctx, tenant, f, nil)
-				f.Close()
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				if err := s.Bucket().Delete(ctx, t.Key); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
+			t, err := s.CheckIn(ctx, tenant, f, nil)
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+			b.StopTimer()
+			if err := s.Bucket().Delete(ctx, t.Key); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	})
 }
 
 // BenchmarkClaimFromFile claims, read to the end in 1 MiB reads, a payload
@@ -202,99 +180,103 @@ func BenchmarkCheckInFromFile(b *testing.B) {
 // the pprof label "case", for -tagfocus).
 func BenchmarkClaimFromFile(b *testing.B) {
 	const size = 256 * MiB
+	fromFileStores(b, 5, size, func(b *testing.B, name, raw, dir, src string) {
+		ctx := context.Background()
+		keeper, closeKeeper, err := keeperOr(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer closeKeeper()
+		spool := filepath.Join(dir, "spool")
+		plain, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: spool})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer plain.Close()
+		enc, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: spool, Keeper: keeper})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer enc.Close()
+		c := &storeCompare{ctx: ctx, plain: plain, enc: enc, dir: dir, tenant: fmt.Sprintf("bench-claim-%d", time.Now().UnixNano()%1e9)}
+		if name == "s3" {
+			if err := c.openSDK(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tp, err := c.checkInFile(plain, c.tenant, src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.delete(plain, tp)
+		te, err := c.checkInFile(enc, c.tenant+"-enc", src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.delete(enc, te)
+		ref := func() (int64, error) { return sha256File(src) }
+		if c.sdk != nil {
+			key, dl := c.sdkPrefix+"ref", filepath.Join(dir, "download")
+			in, err := os.Open(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, err = c.sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key), Body: in, ContentLength: aws.Int64(size)})
+			in.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.sdkDelete(ctx, key)
+			defer os.Remove(dl)
+			ref = func() (int64, error) { return c.getInto(ctx, key, dl) }
+		}
+		cases := []struct {
+			name string
+			run  func() (int64, error)
+		}{
+			{"reference", ref},
+			{"open", func() (int64, error) { return c.claim(plain, tp, false) }},
+			{"open-enc", func() (int64, error) { return c.claim(enc, te, false) }},
+			{"stream", func() (int64, error) { return c.claim(plain, tp, true) }},
+			{"stream-enc", func() (int64, error) { return c.claim(enc, te, true) }},
+		}
+		for _, cs := range cases {
+			b.Run(cs.name, func(b *testing.B) {
+				b.SetBytes(size)
+				pprof.Do(ctx, pprof.Labels("case", name+"/"+cs.name), func(context.Context) {
+					for i := 0; i < b.N; i++ {
+						if n, err := cs.run(); err != nil || n != size {
+							b.Fatalf("%d bytes, %v", n, err)
+						}
+					}
+				})
+			})
+		}
+	})
+}
+
+// fromFileStores writes a source file of size bytes (Stream(seed, size))
+// in a temporary directory and runs fn as a sub-benchmark per store: "file"
+// (a file:// store in that directory) and, when CLAIMCHECK_TEST_S3_URL is
+// set, "s3" (raw is the store's URL; dir the directory, src the file).
+func fromFileStores(b *testing.B, seed uint64, size int64, fn func(b *testing.B, name, raw, dir, src string)) {
 	dir := b.TempDir()
 	src := filepath.Join(dir, "source")
 	f, err := os.Create(src)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := f.ReadFrom(Stream(5, size)); err != nil {
+	if _, err := f.ReadFrom(Stream(seed, size)); err != nil {
 		b.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
-	stores := map[string]string{"file": "file://" + filepath.Join(dir, "store")}
+	stores := [][2]string{{"file", "file://" + filepath.Join(dir, "store")}}
 	if raw := os.Getenv("CLAIMCHECK_TEST_S3_URL"); raw != "" {
-		stores["s3"] = raw
+		stores = append(stores, [2]string{"s3", raw})
 	}
-	for _, name := range []string{"file", "s3"} {
-		raw, ok := stores[name]
-		if !ok {
-			continue
-		}
-		b.Run(name, func(b *testing.B) {
-			ctx := context.Background()
-			keeper, closeKeeper, err := keeperOr(nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer closeKeeper()
-			spool := filepath.Join(dir, "spool")
-			plain, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: spool})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer plain.Close()
-			enc, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: spool, Keeper: keeper})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer enc.Close()
-			c := &storeCompare{ctx: ctx, plain: plain, enc: enc, dir: dir, tenant: fmt.Sprintf("bench-claim-%d", time.Now().UnixNano()%1e9)}
-			if name == "s3" {
-				if err := c.openSDK(raw); err != nil {
-					b.Fatal(err)
-				}
-			}
-			tp, err := c.checkInFile(plain, c.tenant, src)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.delete(plain, tp)
-			te, err := c.checkInFile(enc, c.tenant+"-enc", src)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.delete(enc, te)
-			ref := func() (int64, error) { return sha256File(src) }
-			if c.sdk != nil {
-				key, dl := c.sdkPrefix+"ref", filepath.Join(dir, "download")
-				in, err := os.Open(src)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, err = c.sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key), Body: in, ContentLength: aws.Int64(size)})
-				in.Close()
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.sdkDelete(ctx, key)
-				defer os.Remove(dl)
-				ref = func() (int64, error) { return c.getInto(ctx, key, dl) }
-			}
-			cases := []struct {
-				name string
-				run  func() (int64, error)
-			}{
-				{"reference", ref},
-				{"open", func() (int64, error) { return c.claim(plain, tp, false) }},
-				{"open-enc", func() (int64, error) { return c.claim(enc, te, false) }},
-				{"stream", func() (int64, error) { return c.claim(plain, tp, true) }},
-				{"stream-enc", func() (int64, error) { return c.claim(enc, te, true) }},
-			}
-			for _, cs := range cases {
-				b.Run(cs.name, func(b *testing.B) {
-					b.SetBytes(size)
-					pprof.Do(ctx, pprof.Labels("case", name+"/"+cs.name), func(context.Context) {
-						for i := 0; i < b.N; i++ {
-							if n, err := cs.run(); err != nil || n != size {
-								b.Fatalf("%d bytes, %v", n, err)
-							}
-						}
-					})
-				})
-			}
-		})
+	for _, st := range stores {
+		b.Run(st[0], func(b *testing.B) { fn(b, st[0], st[1], dir, src) })
 	}
 }
