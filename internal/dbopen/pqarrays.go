@@ -43,29 +43,40 @@ func tryWrapPQArray(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
 	var conv func(any) any
 	switch value.(type) {
 	case *pq.StringArray:
-		conv = func(v any) any { return []string(*v.(*pq.StringArray)) }
+		conv = func(v any) any { return []string(deref(v.(*pq.StringArray))) }
 	case pq.StringArray:
 		conv = func(v any) any { return []string(v.(pq.StringArray)) }
 	case *pq.Int64Array:
-		conv = func(v any) any { return []int64(*v.(*pq.Int64Array)) }
+		conv = func(v any) any { return []int64(deref(v.(*pq.Int64Array))) }
 	case pq.Int64Array:
 		conv = func(v any) any { return []int64(v.(pq.Int64Array)) }
 	case *pq.Int32Array:
-		conv = func(v any) any { return []int32(*v.(*pq.Int32Array)) }
+		conv = func(v any) any { return []int32(deref(v.(*pq.Int32Array))) }
 	case pq.Int32Array:
 		conv = func(v any) any { return []int32(v.(pq.Int32Array)) }
 	case *pq.BoolArray:
-		conv = func(v any) any { return []bool(*v.(*pq.BoolArray)) }
+		conv = func(v any) any { return []bool(deref(v.(*pq.BoolArray))) }
 	case pq.BoolArray:
 		conv = func(v any) any { return []bool(v.(pq.BoolArray)) }
 	case *pq.ByteaArray:
-		conv = func(v any) any { return byteaElems(*v.(*pq.ByteaArray)) }
+		conv = func(v any) any { return byteaElems(deref(v.(*pq.ByteaArray))) }
 	case pq.ByteaArray:
 		conv = func(v any) any { return byteaElems(v.(pq.ByteaArray)) }
 	default:
 		return nil, nil, false
 	}
 	return &pqArrayPlan{conv: conv}, conv(value), true
+}
+
+// deref is *p, or the zero value (a nil slice: NULL, as database/sql
+// sends a nil pointer to a driver.Valuer) when p is nil. pgx reuses a
+// plan for every value of the type, nil pointers among them.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }
 
 // byteaElems is a as pq sends it: nil stays NULL, a nil element becomes an

@@ -16,7 +16,7 @@ import (
 // TestPQArraysEncodeAsPQ: the pq arrays River's database/sql driver passes
 // reach PostgreSQL as the same values through encodePQArrays as through
 // their own text encoding (a pool without it), for strings that need
-// quoting and escaping, empty and nil slices and a nil bytea element.
+// quoting and escaping, empty and nil slices, nil pointers and a nil bytea element.
 func TestPQArraysEncodeAsPQ(t *testing.T) {
 	base := testenv.Require(t, "CLAIMCHECK_TEST_DATABASE_URL", "a PostgreSQL URL such as postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -50,6 +50,9 @@ func TestPQArraysEncodeAsPQ(t *testing.T) {
 		{"bools", pq.Array([]bool{true, false}), "boolean[]"},
 		{"nil bools", pq.Array([]bool(nil)), "boolean[]"},
 		{"a StringArray", pq.StringArray{"x", "y"}, "text[]"},
+		{"a nil *StringArray", (*pq.StringArray)(nil), "text[]"},
+		{"a nil *Int64Array", (*pq.Int64Array)(nil), "bigint[]"},
+		{"a nil *ByteaArray", (*pq.ByteaArray)(nil), "bytea[]"},
 	}
 	query := func(db *sql.DB, v any, cast string) (sql.NullString, error) {
 		var s sql.NullString
