@@ -312,6 +312,25 @@ func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimchec
 	return res, nil
 }
 
+// prepareEnqueue checks an enqueue of t as kind and returns what both
+// insert paths (enqueueTx, enqueueNative) need: t encoded as the job's
+// arguments carry it (validated, within its budget), the job's queue and
+// its store.
+func (p *Pipeline) prepareEnqueue(kind string, t *claimcheck.Ticket, opts *EnqueueOptions) ([]byte, string, *claimcheck.Store, error) {
+	if err := validateEnqueue(kind, opts); err != nil {
+		return nil, "", nil, err
+	}
+	enc, err := t.Marshal()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	queue, st, err := p.jobQueue(kind, t, opts.Store)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return enc, queue, st, nil
+}
+
 // enqueueNative is enqueueChecked on PostgreSQL for a job whose
 // transaction holds River's insert and nothing else (an inline ticket: no
 // registry row, no check-in intent, no outbox entry): River's pgx driver
@@ -321,14 +340,7 @@ func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimchec
 // took about twice the CPU (its lib/pq array parameters, database/sql's
 // layers), the main cost of a small job's enqueue.
 func (p *Pipeline) enqueueNative(ctx context.Context, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
-	if err := validateEnqueue(kind, opts); err != nil {
-		return nil, err
-	}
-	enc, err := t.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	queue, _, err := p.jobQueue(kind, t, opts.Store)
+	enc, queue, _, err := p.prepareEnqueue(kind, t, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -396,14 +408,7 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	if opts == nil {
 		opts = &EnqueueOptions{}
 	}
-	if err := validateEnqueue(kind, opts); err != nil {
-		return nil, err
-	}
-	enc, err := t.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	queue, st, err := p.jobQueue(kind, t, opts.Store)
+	enc, queue, st, err := p.prepareEnqueue(kind, t, opts)
 	if err != nil {
 		return nil, err
 	}
