@@ -15,20 +15,19 @@ import (
 // upload is far more often a failed download than a job.
 var errEmptyPayload = errors.New("payload is empty (0 bytes); pass --allow-empty if that is intended")
 
-// refuseEmpty returns r, the payload read from what, such that an empty
-// payload fails with errEmptyPayload before anything is stored. A regular
-// file is returned as it is, once its size is known not to be 0: the
+// refuseEmpty returns r, the payload read from what, of size bytes as
+// openInput gives it (-1: standard input, size unknown), such that an
+// empty payload fails with errEmptyPayload before anything is stored. A
+// file is returned as it is once its size is known not to be 0: the
 // check-in then reads the file itself twice rather than spool it
-// (claimcheck.Store.CheckIn), which a wrapper would hide. Any other reader
-// is wrapped in a nonEmpty.
-func refuseEmpty(r io.Reader, what string) (io.Reader, error) {
-	if f, ok := r.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			if st.Size() == 0 {
-				return nil, fmt.Errorf("%s: %w", what, errEmptyPayload)
-			}
-			return f, nil
-		}
+// (claimcheck.Store.CheckIn), which a wrapper would hide. A stream is
+// wrapped in a nonEmpty.
+func refuseEmpty(r io.Reader, what string, size int64) (io.Reader, error) {
+	switch {
+	case size == 0:
+		return nil, fmt.Errorf("%s: %w", what, errEmptyPayload)
+	case size > 0:
+		return r, nil
 	}
 	return &nonEmpty{r: r, what: what}, nil
 }
@@ -50,24 +49,26 @@ func (e *nonEmpty) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// openInput opens FILE or "-" (stdin). A missing or unreadable file, or a
-// directory, is an error before anything is stored.
-func openInput(stdin io.Reader, path string) (io.Reader, string, func(), error) {
+// openInput opens FILE or "-" (stdin) and returns it, its media type (from
+// the extension; "" for stdin), its size in bytes (-1 for stdin) and a
+// close function. A missing or unreadable file, or a directory, is an error
+// before anything is stored.
+func openInput(stdin io.Reader, path string) (io.Reader, string, int64, func(), error) {
 	if path == "-" {
-		return stdin, "", func() {}, nil
+		return stdin, "", -1, func() {}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("cannot read %s: %v", path, unwrapPath(err))
+		return nil, "", 0, nil, fmt.Errorf("cannot read %s: %v", path, unwrapPath(err))
 	}
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, "", nil, fmt.Errorf("cannot read %s: not a regular file (to read a pipe or device, give - and redirect it to standard input)", path)
+		return nil, "", 0, nil, fmt.Errorf("cannot read %s: not a regular file (to read a pipe or device, give - and redirect it to standard input)", path)
 	}
 	ct := mime.TypeByExtension(filepath.Ext(path))
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	return f, ct, func() { f.Close() }, nil
+	return f, ct, st.Size(), func() { f.Close() }, nil
 }

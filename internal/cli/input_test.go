@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// TestRefuseEmpty: a regular file is handed to the check-in as the
-// *os.File itself (which then reads it twice instead of spooling it), an
-// empty one is refused before anything is read, and any other reader is
-// wrapped so that an empty stream fails at its end.
+// TestRefuseEmpty: a regular file, opened by openInput, is handed to the
+// check-in as the *os.File itself (which then reads it twice instead of
+// spooling it), an empty one is refused before anything is read, and
+// standard input is wrapped so that an empty stream fails at its end.
 func TestRefuseEmpty(t *testing.T) {
 	dir := t.TempDir()
 	full, empty := filepath.Join(dir, "full.pdf"), filepath.Join(dir, "empty.pdf")
@@ -22,23 +22,30 @@ func TestRefuseEmpty(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(full)
+	f, _, size, closeF, err := openInput(nil, full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if r, err := refuseEmpty(f, full); err != nil || r != io.Reader(f) {
+	defer closeF()
+	if _, ok := f.(*os.File); !ok {
+		t.Fatalf("openInput of a regular file: %T, want an *os.File", f)
+	}
+	if r, err := refuseEmpty(f, full, size); err != nil || r != f {
 		t.Errorf("regular file: got %T, %v; want the *os.File itself", r, err)
 	}
-	e, err := os.Open(empty)
+	e, _, size, closeE, err := openInput(nil, empty)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	if _, err := refuseEmpty(e, empty); !errors.Is(err, errEmptyPayload) {
+	defer closeE()
+	if _, err := refuseEmpty(e, empty, size); !errors.Is(err, errEmptyPayload) {
 		t.Errorf("empty file: %v, want errEmptyPayload", err)
 	}
-	r, err := refuseEmpty(strings.NewReader(""), "-")
+	stdin, _, size, _, err := openInput(strings.NewReader(""), "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := refuseEmpty(stdin, "-", size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +58,11 @@ func TestRefuseEmpty(t *testing.T) {
 	}
 	defer pr.Close()
 	pw.Close()
-	if r, err := refuseEmpty(pr, "-"); err != nil || r == io.Reader(pr) {
+	piped, _, size, _, err := openInput(pr, "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := refuseEmpty(piped, "-", size); err != nil || r == io.Reader(pr) {
 		t.Errorf("pipe: got %T, %v; want it wrapped", r, err)
 	}
 }

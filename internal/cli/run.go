@@ -171,17 +171,16 @@ func collectFiles(args []string) ([]string, error) {
 
 // brokerAt is the outbox entries' broker binding (EnqueueOptions.Broker).
 func submitFile(ctx context.Context, stdin io.Reader, e *env, tenant, path string, stderr io.Writer, dests []string, brokerAt string) (*runJob, error) {
-	in, ct, closeIn, err := openInput(stdin, path)
+	in, ct, size, closeIn, err := openInput(stdin, path)
 	if err != nil {
 		return nil, err
 	}
 	defer closeIn()
-	st, _ := os.Stat(path)
 	opts := &pipeline.EnqueueOptions{CheckIn: claimcheck.CheckInOptions{ContentType: ct}, Destinations: dests}
 	if dests != nil {
 		opts.Broker = brokerAt
 	}
-	bar := newCheckInProgress(stderr, st.Size(), filepath.Base(path))
+	bar := newCheckInProgress(stderr, size, filepath.Base(path))
 	if bar != nil {
 		opts.CheckIn.Progress = bar.progress
 	}

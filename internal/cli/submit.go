@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -190,30 +189,25 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	}
 	var in io.Reader
 	var ct string
-	var fileSize int64 // of a main payload read from a file
+	fileSize := int64(-1) // of the main payload: -1 for standard input or none
 	if o.file != "" {
-		r, t, closeIn, err := openInput(s.in, o.file)
+		r, t, size, closeIn, err := openInput(s.in, o.file)
 		if err != nil {
 			return err
 		}
 		defer closeIn()
-		in, ct = r, t
-		if f, ok := r.(*os.File); ok && o.file != "-" {
-			if st, err := f.Stat(); err == nil {
-				fileSize = st.Size()
-			}
-		}
+		in, ct, fileSize = r, t, size
 	}
 	// Every attachment is opened before anything is stored.
 	var atts []pipeline.Attachment
 	for _, a := range o.attachments {
-		r, t, closeAtt, err := openInput(nil, a.file)
+		r, t, size, closeAtt, err := openInput(nil, a.file)
 		if err != nil {
 			return fmt.Errorf("--attach %s: %w", a.name, err)
 		}
 		defer closeAtt()
 		if !o.allowEmpty {
-			if r, err = refuseEmpty(r, a.file); err != nil {
+			if r, err = refuseEmpty(r, a.file, size); err != nil {
 				return usagef("--attach %s=%s: %v; nothing was stored", a.name, a.file, errEmptyPayload)
 			}
 		}
@@ -241,7 +235,7 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		trace.WithAttributes(attribute.String("claimcheck.kind", o.kind), attribute.String("claimcheck.tenant", o.tenant)))
 	defer span.End()
 	if !o.allowEmpty && in != nil {
-		if in, err = refuseEmpty(in, o.file); err != nil {
+		if in, err = refuseEmpty(in, o.file, fileSize); err != nil {
 			return err
 		}
 	}
