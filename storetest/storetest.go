@@ -675,17 +675,24 @@ func testCorrupt(t *testing.T, h Harness) {
 	ctx := t.Context()
 	s := h.Open(t, nil)
 	tenant := NewTenant(t, s)
+	small, large := s.InlineThreshold()+1000, h.LargeSize+1000
 	for i, edit := range []struct {
 		name string
+		size int64
 		fn   func([]byte) []byte
 	}{
-		{"flipped first byte", FlipByte(0)},
-		{"flipped last byte", FlipByte(-1)},
-		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }},
-		{"extended", func(b []byte) []byte { return append(bytes.Clone(b), 0) }},
-		{"emptied", func([]byte) []byte { return nil }},
+		{"flipped first byte", small, FlipByte(0)},
+		{"flipped last byte", small, FlipByte(-1)},
+		{"truncated", small, func(b []byte) []byte { return b[:len(b)-1] }},
+		{"extended", small, func(b []byte) []byte { return append(bytes.Clone(b), 0) }},
+		{"emptied", small, func([]byte) []byte { return nil }},
+		// Large payloads are read, hashed and spooled in several buffers
+		// (a verified claim hashes them in a goroutine of its own).
+		{"large flipped middle byte", large, FlipByte(int(large / 2))},
+		{"large flipped last byte", large, FlipByte(-1)},
+		{"large truncated", large, func(b []byte) []byte { return b[:len(b)-1] }},
 	} {
-		tk := checkIn(t, s, tenant, Payload(uint64(800+i), s.InlineThreshold()+1000), nil)
+		tk := checkIn(t, s, tenant, Payload(uint64(800+i), edit.size), nil)
 		if err := RewriteObject(ctx, s, tk.Key, edit.fn); err != nil {
 			t.Fatalf("%s: %v", edit.name, err)
 		}
