@@ -42,16 +42,20 @@ const (
 
 // Case names of the store comparison.
 const (
-	CaseSHA256     = "sha256 of the file"
-	CaseDisk       = "disk write+fsync of the file"
-	CasePutObject  = "sdk PutObject of the file"
-	CaseGetObject  = "sdk GetObject into a file"
-	CaseCheckIn    = "claimcheck check-in"
-	CaseCheckInEnc = "claimcheck check-in, encrypted"
-	CaseOpen       = "claimcheck verified Open"
-	CaseOpenEnc    = "claimcheck verified Open, encrypted"
-	CaseStream     = "claimcheck OpenStream"
-	CaseStreamEnc  = "claimcheck OpenStream, encrypted"
+	CaseSHA256    = "sha256 of the file"
+	CaseDisk      = "disk write+fsync of the file"
+	CasePutObject = "sdk PutObject of the file"
+	CaseGetObject = "sdk GetObject into a file"
+	// CaseGetObjectSHA256 reads the object OpenStream reads with the
+	// plain SDK, to io.Discard, checking its SHA-256 against the ticket:
+	// what the verification itself costs, without claimcheck.
+	CaseGetObjectSHA256 = "sdk GetObject, SHA-256 checked"
+	CaseCheckIn         = "claimcheck check-in"
+	CaseCheckInEnc      = "claimcheck check-in, encrypted"
+	CaseOpen            = "claimcheck verified Open"
+	CaseOpenEnc         = "claimcheck verified Open, encrypted"
+	CaseStream          = "claimcheck OpenStream"
+	CaseStreamEnc       = "claimcheck OpenStream, encrypted"
 )
 
 // StoreCompareConfig configures CompareStore.
@@ -103,7 +107,9 @@ const copyBuf = 1 << 20
 //     credentials and HTTP transport, none of claimcheck's middleware and
 //     the SDK's default checksums): PutObject of the file, and GetObject
 //     into a file; the check-ins over PutObject; Open and OpenStream over
-//     GetObject.
+//     GetObject. Also GetObject of claimcheck's own object with its SHA-256
+//     checked against the ticket (CaseGetObjectSHA256), and OpenStream
+//     over it: claimcheck's cost beyond the verification's.
 //
 // Every claimcheck case also has its peak RSS checked against LimitPeakRSS
 // (plus, on S3, the part buffers: part size × parts in flight). Objects
@@ -345,6 +351,10 @@ func (c *storeCompare) group(n int64) Group {
 			got, err := c.getInto(ctx, key, dl)
 			return Sample{Bytes: got}, err
 		}, Cleanup: func(ctx context.Context) error { os.Remove(dl); return c.sdkDelete(ctx, key) }},
+		{Name: CaseGetObjectSHA256, Run: func(ctx context.Context) (Sample, error) {
+			got, err := c.getChecked(ctx, openPlain)
+			return Sample{Bytes: got}, err
+		}},
 	}, ccCases...)
 	put1, get1 := []string{CasePutObject}, []string{CaseGetObject}
 	g.Ratios = []RatioSpec{
@@ -354,6 +364,7 @@ func (c *storeCompare) group(n int64) Group {
 		{Name: "verified Open encrypted / sdk GetObject into a file", Subject: CaseOpenEnc, References: get1, Metric: MetricMiBPerSec},
 		{Name: "OpenStream / sdk GetObject into a file", Subject: CaseStream, References: get1, Metric: MetricMiBPerSec, Goal: GoalOpenStream},
 		{Name: "OpenStream encrypted / sdk GetObject into a file", Subject: CaseStreamEnc, References: get1, Metric: MetricMiBPerSec},
+		{Name: "OpenStream / sdk GetObject, SHA-256 checked", Subject: CaseStream, References: []string{CaseGetObjectSHA256}, Metric: MetricMiBPerSec},
 	}
 	return g
 }
@@ -484,6 +495,22 @@ func (c *storeCompare) getInto(ctx context.Context, key, path string) (int64, er
 	n, err := io.Copy(f, out.Body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	return n, err
+}
+
+// getChecked reads t's object with the plain SDK to io.Discard, checking
+// its size and SHA-256 against t, as OpenStream does.
+func (c *storeCompare) getChecked(ctx context.Context, t *claimcheck.Ticket) (int64, error) {
+	out, err := c.sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.plain.Namespace() + t.Key)})
+	if err != nil {
+		return 0, err
+	}
+	defer out.Body.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{out.Body}, make([]byte, copyBuf))
+	if err == nil && (n != t.Size || hex.EncodeToString(h.Sum(nil)) != t.SHA256) {
+		err = fmt.Errorf("the object (%d bytes) does not match its ticket", n)
 	}
 	return n, err
 }
