@@ -75,16 +75,17 @@ type CheckInOptions struct {
 // Payloads of at most the inline threshold travel inline in the ticket and
 // touch no object. Larger ones are spooled to a temporary file while hashed
 // (the content address is known only at the end of the stream), then
-// written to their key with a conditional create; a plain file:// store
-// writes them into the object's own file as it hashes them instead
-// (filestore.go). When r is a regular file (an *os.File), nothing is
-// spooled: the file is read from its offset to its end to hash it (and
-// take a CRC32C), then that byte range is read again to store it, checked
-// against the CRC32C; r is left at its end either way. An object already at the
-// key with the same digest and size is left as it is: a retried check-in
-// writes nothing new. The object is durable (acknowledged by the store;
-// fsynced with its directory on file://) before CheckIn returns, and a
-// failed or cancelled check-in leaves no object at its final key.
+// written to their key with a conditional create; a file:// store writes
+// them into the object's own file as it hashes them instead, encrypting
+// them on the way if it encrypts (filestore.go). Otherwise, when r is a
+// regular file (an *os.File), nothing is spooled: the file is read from
+// its offset to its end to hash it (and take a CRC32C), then that byte
+// range is read again to store it, checked against the CRC32C. r is left
+// at its end either way. An object already at the key with the same
+// digest and size is left as it is: a retried check-in writes nothing
+// new. The object is durable (acknowledged by the store; fsynced with its
+// directory on file://) before CheckIn returns, and a failed or cancelled
+// check-in leaves no object at its final key.
 //
 // Errors: ErrTicketInvalid for a bad tenant, name, version or content type;
 // ErrPayloadTooLarge past Options.MaxPayloadSize; ErrKeyConflict when a
@@ -196,11 +197,12 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		}
 	}
 
-	// A file:// store writes the object itself (filestore.go): an
-	// unencrypted payload straight into a temporary file of the store,
-	// renamed to its key once that is known; an encrypted one is spooled,
-	// then sealed into it.
-	var objTemp *os.File // the object's temporary file, when written in pass one
+	// A file:// store writes the object itself (filestore.go), straight
+	// into a temporary file of the store, renamed to its key once that is
+	// known; an encrypted payload is encrypted into it as it is hashed
+	// (format v2: seal.go).
+	var objTemp *os.File   // the object's temporary file, when written in pass one
+	var sealed *sealWriter // encrypting into objTemp (v2)
 	var spool *spoolFile
 	tempDir, direct := "", false
 	if key != "" {
@@ -214,13 +216,19 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	var dst io.Writer
 	what := "spool file in data directory"
 	var reread *rereadFile // the payload file, read again to store it
-	if direct && s.seal == nil {
+	if direct {
 		f, err := s.createStoreTemp(tempDir)
 		if err != nil {
 			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
 		}
 		objTemp, dst, what = f, f, "object file in the file store"
 		defer func() { removeTemp(objTemp) }() // nil once committed or handed on
+		if s.seal != nil {
+			if sealed, err = s.seal.newSealWriter(f, tenant); err != nil {
+				return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
+			}
+			dst = sealed
+		}
 	} else if isFile {
 		// A regular file needs no spool: it is read once to hash it (and
 		// a CRC32C), then again to store it, checked against that CRC.
@@ -237,6 +245,11 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	n, err := s.spoolHashed(ctx, tenant, dst, what, head.Bytes(), src, h)
 	if err != nil {
 		return nil, err
+	}
+	if sealed != nil {
+		if err := sealed.close(); err != nil { // the final segment
+			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, fileError("claimcheck: write "+what, err))
+		}
 	}
 	t.SHA256, t.Size = h.sha256(), n
 	if reread != nil {
@@ -265,14 +278,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	if path, ok := s.filePath(key); ok && direct {
 		f := objTemp
 		objTemp = nil // putFile removes it unless it becomes the object
-		var body io.Reader
-		switch {
-		case spool != nil:
-			body = spool.File
-		case reread != nil:
-			body = reread
-		}
-		if err := s.putFile(ctx, t, path, f, body); err != nil {
+		if err := s.putFile(ctx, t, path, f, sealed); err != nil {
 			return nil, err
 		}
 	} else {
@@ -281,13 +287,13 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 			body = spool
 		} else if reread != nil {
 			body = reread
-		} else { // written in the store and yet not to be renamed: copy it
+		} else { // written in the store and yet not to be renamed: copy it (sealed: as it is)
 			if _, err := objTemp.Seek(0, io.SeekStart); err != nil {
 				return nil, fileError("claimcheck: check in "+t.String()+": rewind", err)
 			}
 			body = objTemp
 		}
-		if err := s.put(ctx, t, body); err != nil {
+		if err := s.put(ctx, t, body, sealed); err != nil {
 			return nil, err
 		}
 	}
@@ -301,8 +307,10 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 }
 
 // put writes the spooled payload to t.Key unless an object with the same
-// digest and size is already there.
-func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
+// digest and size is already there. body is the plaintext, sealed (v1) on
+// the way when the store encrypts, or, when sealed is not nil, the v2
+// ciphertext sealed wrote, stored as it is.
+func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader, sealed *sealWriter) error {
 	if s.fileRoot != "" {
 		mu := fileKeyLock(s.fileRoot, t.Key)
 		mu.Lock()
@@ -318,7 +326,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 			return err
 		}
 	}
-	meta, aead, err := s.objectMeta(ctx, t)
+	meta, aead, err := s.objectMeta(ctx, t, sealed)
 	if err != nil {
 		return err
 	}
@@ -337,7 +345,7 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 			}
 			// The store's driver: S3's checksums the server verifies,
 			// bounded parts, aborted multipart uploads (stores/s3store).
-			return s.hooks.BeforeWrite(as, Upload{Size: t.Size, SHA256: t.SHA256, Sealed: aead != nil})
+			return s.hooks.BeforeWrite(as, Upload{Size: t.Size, SHA256: t.SHA256, Sealed: s.seal != nil})
 		},
 	})
 	if err != nil {
@@ -394,10 +402,12 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader) error {
 }
 
 // objectMeta is the metadata recorded on t's object and, when the store
-// encrypts, the data key's AEAD, its wrapped key in the metadata. The data
-// key is wrapped before anything is written: if the keeper cannot, nothing
-// is stored, in plaintext or otherwise.
-func (s *Store) objectMeta(ctx context.Context, t *Ticket) (map[string]string, tink.StreamingAEAD, error) {
+// encrypts, its wrapped data key: sealed's (v2, the ciphertext already
+// written, in a file nothing names yet), or a fresh one (v1), whose AEAD
+// is returned to encrypt the object with. Either way the data key is
+// wrapped before anything is stored at the key: if the keeper cannot,
+// nothing is, in plaintext or otherwise.
+func (s *Store) objectMeta(ctx context.Context, t *Ticket, sealed *sealWriter) (map[string]string, tink.StreamingAEAD, error) {
 	meta := map[string]string{
 		metaSHA256: t.SHA256,
 		metaSize:   strconv.FormatInt(t.Size, 10),
@@ -406,7 +416,15 @@ func (s *Store) objectMeta(ctx context.Context, t *Ticket) (map[string]string, t
 	if s.seal == nil {
 		return meta, nil, nil
 	}
-	aead, dek, err := s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key))
+	var aead tink.StreamingAEAD
+	var dek string
+	var err error
+	if sealed != nil {
+		dek, err = s.seal.wrap(ctx, sealed.h, associatedData(t.Tenant, t.Key))
+		meta[metaSeal] = sealV2
+	} else {
+		aead, dek, err = s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key))
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
 	}
@@ -532,9 +550,9 @@ var errFileChanged = fmt.Errorf("the payload file changed while it was checked i
 // hardware, of what the ticket's SHA-256 then protects end to end: every
 // claim verifies it). Its final Read fails with errFileChanged instead of
 // io.EOF when the bytes differ or end early, so the check-in stops before
-// it commits: no object at the key, the upload aborted, the sealed file
-// never linked. The file's own offset is left where the first read left
-// it, at its end.
+// it commits: no object at the key, the upload aborted (a file store
+// through fileblob's writer: its temporary file never renamed). The
+// file's own offset is left where the first read left it, at its end.
 type rereadFile struct {
 	f    *os.File
 	off  int64

@@ -141,6 +141,7 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 	}
 	s := p.store
 	var wrapped, keyID string
+	format := 1 // of the sealed object (sealFormat)
 	if s.seal != nil {
 		// The wrapped data key is in the object's metadata: one HEAD first.
 		attrs, err := s.bucket.Attributes(ctx, t.Key)
@@ -155,6 +156,9 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("claimcheck: claim %s: the payload was stored unencrypted and this worker requires encryption: "+
 				"give the producer this worker's keeper (Options.Keeper and KeeperID, or --keeper; `claimcheck keys` prints it), "+
 				"or run this worker without one (--keeper none): %w", t, ErrConfig)
+		}
+		if format, err = sealFormat(attrs.Metadata); err != nil {
+			return nil, fmt.Errorf("claimcheck: claim %s: %w", t, err)
 		}
 	}
 	r, err := s.bucket.NewReader(ctx, t.Key, nil)
@@ -174,14 +178,13 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		}
 	}
 	if wrapped != "" {
-		ad := associatedData(t.Tenant, t.Key)
-		aead, err := s.seal.openDataKey(ctx, wrapped, ad)
+		aead, err := s.seal.openDataKey(ctx, wrapped, associatedData(t.Tenant, t.Key))
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("claimcheck: claim %s: sealed under key id %s, this worker's keeper has key id %s: %w", t, KeyIDText(keyID), KeyIDText(s.seal.keyID), err)
 		}
 		tr := &trackingReader{r: r}
-		dr, err := aead.NewDecryptingReader(tr, ad)
+		dr, err := aead.NewDecryptingReader(tr, objectAD(format, t.Tenant, t.Key))
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt)

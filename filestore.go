@@ -30,9 +30,9 @@ import (
 // file is linked to its key (never over an existing name), whose directories
 // are then fsynced up to the store's root: the object is durable before its
 // ticket exists (docs/invariants.md, invariant 1). An encrypted payload is
-// spooled first (its ciphertext is bound to the key: seal.go), then sealed
-// into such a file; an encrypted payload given as a regular file is not
-// spooled: it is hashed, then read again and sealed (rereadFile, checkin.go).
+// encrypted into that file as it is hashed, in the same pass (sealed format
+// v2, whose ciphertext is not bound to the key: seal.go), and its data key
+// wrapped into the sidecar once the key is known.
 //
 // Keys whose fileblob path is not the key itself (escaped characters),
 // stores opened with fileblob's metadata= or dir_file_mode= parameters, and
@@ -252,14 +252,13 @@ func (s *Store) spoolHashed(ctx context.Context, tenant string, dst io.Writer, w
 }
 
 // putFile commits a check-in into a file:// store at path, t.Key's file
-// (filePath): plain is the payload already written in the store
-// (spoolHashed into createStoreTemp's file) or, for a store that encrypts,
-// nil and spool the plaintext to seal into a temporary file beside path.
-// An object already at the key with the same digest and size is reused
-// (refreshed) and nothing is written. The temporary file is removed on
-// every return but success.
-func (s *Store) putFile(ctx context.Context, t *Ticket, path string, plain *os.File, spool io.Reader) (err error) {
-	tmp := plain
+// (filePath): tmp is the object's file, written in the store (spoolHashed
+// into createStoreTemp's file), through sealed (v2) when the store
+// encrypts, whose data key is then wrapped into the object's metadata. An
+// object already at the key with the same digest and size is reused
+// (refreshed) and nothing is written. tmp is closed on every return but
+// success, leaving nothing (it has no name).
+func (s *Store) putFile(ctx context.Context, t *Ticket, path string, tmp *os.File, sealed *sealWriter) (err error) {
 	defer func() { removeTemp(tmp) }() // nil once it is the object
 	mu := fileKeyLock(s.fileRoot, t.Key)
 	mu.Lock()
@@ -271,38 +270,11 @@ func (s *Store) putFile(ctx context.Context, t *Ticket, path string, plain *os.F
 			return err // tmp is removed: nothing written
 		}
 	}
-	meta, aead, err := s.objectMeta(ctx, t)
+	meta, _, err := s.objectMeta(ctx, t, sealed)
 	if err != nil {
-		return err
+		return err // a keeper that cannot wrap: tmp is removed
 	}
 	dir := filepath.Dir(path)
-	if aead != nil {
-		if tmp, err = s.createStoreTemp(dir); err != nil {
-			return fmt.Errorf("claimcheck: check in %s: %w", t, err)
-		}
-		aw := newAheadWriter(tmp, 1, fileBuf) // one segment ahead: the seal holds two of its own (64 MiB bound)
-		ew, err := aead.NewEncryptingWriter(aw, associatedData(t.Tenant, t.Key))
-		if err != nil {
-			aw.close()
-			return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
-		}
-		_, err = io.CopyBuffer(struct{ io.Writer }{ew}, struct{ io.Reader }{ctxio.Reader(ctx, spool)}, make([]byte, fileBuf))
-		if err == nil {
-			err = ew.Close() // the final ciphertext segment
-		}
-		if _, werr := aw.close(); werr != nil {
-			return fileError("claimcheck: check in "+t.String()+": write the object file", werr)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("claimcheck: check in %s: %w: %w", t, ErrUnavailable, ctx.Err())
-			}
-			if errors.Is(err, errFileChanged) { // the payload file, read again (rereadFile)
-				return fmt.Errorf("claimcheck: check in %s: %w", t, err)
-			}
-			return fmt.Errorf("claimcheck: check in %s: seal: %w", t, fileError("claimcheck: read spool file in data directory", err))
-		}
-	}
 	if err := ctx.Err(); err != nil { // cancelled: nothing committed
 		return fmt.Errorf("claimcheck: check in %s: %w: %w", t, ErrUnavailable, err)
 	}

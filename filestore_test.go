@@ -22,9 +22,9 @@ import (
 // the object's directory and of each parent up to the store's root, all
 // before CheckIn returned the ticket; that the payload was written once,
 // into a file of the store without a name (no listing shows it; this
-// process holds it open) for a plain store, and sealed from the spool for
-// an encrypted one; and that nothing named a temporary file is ever in the
-// store. Named and content-addressed keys, plain and encrypted.
+// process holds it open), in plaintext for a plain store and as its whole
+// ciphertext (format v2, sealed as it was hashed) for an encrypted one; and
+// that nothing named a temporary file is ever in the store. Named and content-addressed keys, plain and encrypted.
 func TestCheckInFsyncsBeforeTicket(t *testing.T) {
 	t.Parallel()
 	key, err := localsecrets.NewRandomKey()
@@ -66,9 +66,8 @@ func TestCheckInFsyncsBeforeTicket(t *testing.T) {
 				mu.Unlock()
 			})
 			data := randomBytes(3<<20+12345, 41) // several 1 MiB pieces and a tail
-			// Once the payload is read: a plain payload is in the store
-			// already, in a temporary file; an encrypted one is not (it is
-			// in the unlinked spool, to be sealed under its key).
+			// Once the payload is read it is in the store already, in a
+			// file without a name: plain, or sealed.
 			var temps []int64
 			in := &claimcheck.CheckInOptions{}
 			if tc.in != nil {
@@ -85,11 +84,12 @@ func TestCheckInFsyncsBeforeTicket(t *testing.T) {
 				})
 			}
 			tk := b.checkIn(t, "acme", data, in)
-			if tc.opts == nil && (len(temps) != 1 || temps[0] != int64(len(data))) {
-				t.Fatalf("unnamed files of the store open once the payload was read: sizes %v, want one of %d bytes (written once, in the store)", temps, len(data))
+			size := int64(len(data))
+			if tc.opts != nil {
+				size = int64(sealedSize(len(data)))
 			}
-			if tc.opts != nil && len(temps) != 0 {
-				t.Fatalf("unnamed files of the store open before an encrypted payload's key is known: sizes %v, want none", temps)
+			if len(temps) != 1 || temps[0] != size {
+				t.Fatalf("unnamed files of the store open once the payload was read: sizes %v, want one of %d bytes (written once, in the store)", temps, size)
 			}
 			if named != 0 {
 				t.Fatalf("%d named temporary files in the store once the payload was read, want none (a sweeper would see them)", named)

@@ -28,8 +28,25 @@ import (
 // still read: openInline). The keyset is wrapped by a key-encryption key held
 // by a gocloud.dev/secrets Keeper (a local key file, AWS KMS, GCP KMS, Azure
 // Key Vault), which neither the broker operator nor the store holds. The
-// associated data binds each ciphertext to its tenant and object key, so an
-// object copied under another key or tenant fails to decrypt.
+// wrapped keyset is bound (the keeper's associated data) to the tenant and
+// the object key, so a data key only opens for the object it was made for.
+//
+// A sealed object is in one of two formats, told apart by its metadata
+// (sealFormat):
+//
+//   - v1 (no metaSeal entry): the ciphertext's associated data is the
+//     tenant and the object key too (associatedData). The key, a content
+//     address, is known only once the whole payload is hashed, so the
+//     payload is read twice: hashed, then encrypted. S3, GCS and the other
+//     stores written through a bucket writer still write it, since their
+//     upload (and its metadata) starts after the key is known anyway.
+//   - v2 (metaSeal "2"): the ciphertext's associated data is the tenant
+//     alone (objectAD), so a file:// check-in encrypts the payload into the
+//     object's unnamed file as it hashes it, in one pass, and wraps the
+//     data key, bound to the tenant and key as in v1, once the key is known
+//     (sealWriter). Copied under another key, the object keeps its wrapped
+//     key, which no longer unwraps; paired with another object's wrapped
+//     key, its ciphertext does not decrypt.
 //
 // The wrapped data key travels in the object's metadata (offloaded payloads)
 // or in the ticket's "dek" field (inline payloads, whose ticket is not held
@@ -48,14 +65,80 @@ type sealer struct {
 	keyID   string
 }
 
-// associatedData binds a ciphertext to its tenant and key (empty key for an
-// inline payload).
+// associatedData binds a wrapped data key, and a v1 object's or an inline
+// payload's ciphertext, to its tenant and key (empty key for an inline
+// payload).
 func associatedData(tenant, key string) []byte {
 	return []byte("claimcheck/seal/v1\x00" + tenant + "\x00" + key)
 }
 
+// metaSeal is the object metadata entry naming a sealed object's format
+// when it is not v1: sealV2. An object without it is v1 (written before
+// the entry existed, or through a bucket writer).
+const metaSeal = "claimcheck-seal"
+
+// sealV2 is metaSeal's value on a v2 object.
+const sealV2 = "2"
+
+// sealFormat is the format of a sealed object whose metadata is meta: 1
+// without a metaSeal entry, 2 for exactly sealV2. Any other value is
+// ErrConfig: a format this version does not read (written by a newer
+// claimcheck), never guessed at.
+func sealFormat(meta map[string]string) (int, error) {
+	v, ok := meta[metaSeal]
+	switch {
+	case !ok:
+		return 1, nil
+	case v == sealV2:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("claimcheck: unseal: the object is sealed in a format this version of claimcheck does not read (upgrade it): %w", ErrConfig)
+}
+
+// objectAD is the associated data of a sealed object's ciphertext in
+// format (sealFormat): v1 binds it to the tenant and key, v2 to the
+// tenant alone (its wrapped data key binds it to the key).
+func objectAD(format int, tenant, key string) []byte {
+	if format == 2 {
+		return []byte("claimcheck/seal/v2\x00" + tenant)
+	}
+	return associatedData(tenant, key)
+}
+
+// sealWriter encrypts an object in format v2 into w as it is written: its
+// data key is made before the first byte and wrapped (sealer.wrap, bound
+// to the tenant and key) only once the key is known, after the whole
+// ciphertext is written (close). Memory: Tink's two 1 MiB segment
+// buffers; w's errors are its own.
+type sealWriter struct {
+	h  *keyset.Handle
+	ew io.WriteCloser
+}
+
+// newSealWriter starts a v2 object of tenant's in w.
+func (s sealer) newSealWriter(w io.Writer, tenant string) (*sealWriter, error) {
+	h, err := keyset.NewHandle(streamingaead.AES256GCMHKDF1MBKeyTemplate())
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
+	}
+	p, err := streamingaead.New(h)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
+	}
+	ew, err := p.NewEncryptingWriter(w, objectAD(2, tenant, ""))
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
+	}
+	return &sealWriter{h: h, ew: ew}, nil
+}
+
+func (w *sealWriter) Write(p []byte) (int, error) { return w.ew.Write(p) }
+
+// close encrypts and writes the final segment.
+func (w *sealWriter) close() error { return w.ew.Close() }
+
 // newDataKey makes a fresh streaming AEAD and its wrapped keyset (base64),
-// for an object.
+// for a v1 object.
 func (s sealer) newDataKey(ctx context.Context, ad []byte) (tink.StreamingAEAD, string, error) {
 	h, err := keyset.NewHandle(streamingaead.AES256GCMHKDF1MBKeyTemplate())
 	if err != nil {
