@@ -628,6 +628,31 @@ func (f *failingReader) Read(p []byte) (int, error) {
 
 var errReader = errors.New("disk on fire")
 
+// posture is a store configuration a test runs under: unencrypted (nil
+// options), or encrypted under a fresh keeper.
+type posture struct {
+	name string // the subtest's: name, or name+"Encrypted"
+	opts *claimcheck.Options
+}
+
+func postures(t *testing.T, name string) []posture {
+	return []posture{{name, nil}, {name + "Encrypted", &claimcheck.Options{Keeper: newKeeper(t)}}}
+}
+
+// assertNothingLeft fails if a failed check-in into b's file:// store left
+// an object, any file, an unnamed file held open, or a spool file.
+func (b *testBundle) assertNothingLeft(t *testing.T) {
+	t.Helper()
+	b.assertObjects(t)
+	if f := b.files(t); len(f) != 0 {
+		t.Fatalf("files in bucket: %q", f)
+	}
+	if open := unnamedFilesUnder(t, b.root); len(open) != 0 {
+		t.Fatalf("unnamed files of the store left open: %v", open)
+	}
+	b.assertSpoolEmpty(t)
+}
+
 func TestCheckInReaderFails(t *testing.T) {
 	t.Parallel()
 
@@ -639,28 +664,26 @@ func TestCheckInReaderFails(t *testing.T) {
 		{"AfterHead", 3 * threshold},
 		{"Immediately", 0},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, nil)
-			data := randomBytes(tc.at, 11)
-			tk, err := b.store.CheckIn(b.ctx, "acme", &failingReader{data: data, err: errReader}, nil)
-			if tk != nil {
-				t.Fatalf("CheckIn returned a ticket: %v", tk)
-			}
-			if err == nil {
-				t.Fatal("CheckIn succeeded over a failing reader")
-			}
-			// "the reader's own error, wrapped" (CheckIn's documentation).
-			assertIs(t, err, errReader)
-			if claimcheck.IsPermanent(err) {
-				t.Fatalf("a reader failure is permanent: %v", err)
-			}
-			b.assertObjects(t)
-			if f := b.files(t); len(f) != 0 {
-				t.Fatalf("files in bucket: %q", f)
-			}
-			b.assertSpoolEmpty(t)
-		})
+		for _, ps := range postures(t, tc.name) {
+			t.Run(ps.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, ps.opts)
+				data := randomBytes(tc.at, 11)
+				tk, err := b.store.CheckIn(b.ctx, "acme", &failingReader{data: data, err: errReader}, nil)
+				if tk != nil {
+					t.Fatalf("CheckIn returned a ticket: %v", tk)
+				}
+				if err == nil {
+					t.Fatal("CheckIn succeeded over a failing reader")
+				}
+				// "the reader's own error, wrapped" (CheckIn's documentation).
+				assertIs(t, err, errReader)
+				if claimcheck.IsPermanent(err) {
+					t.Fatalf("a reader failure is permanent: %v", err)
+				}
+				b.assertNothingLeft(t)
+			})
+		}
 	}
 }
 
@@ -695,27 +718,25 @@ func TestCheckInCancelled(t *testing.T) {
 		{"AfterLastByte", 1 << 20, 1 << 20},
 		{"AtEOF", 1 << 20, -1}, // the whole payload is read: cancelled before the commit
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, nil)
-			ctx, cancel := context.WithCancel(b.ctx)
-			defer cancel()
-			r := &cancellingReader{r: bytes.NewReader(randomBytes(tc.size, 13)), after: tc.after, cancel: cancel}
-			tk, err := b.store.CheckIn(ctx, "acme", r, nil)
-			if tk != nil {
-				t.Fatalf("cancelled CheckIn returned a ticket: %v", tk)
-			}
-			assertIs(t, err, context.Canceled)
-			assertIs(t, err, claimcheck.ErrUnavailable)
-			if claimcheck.IsPermanent(err) || claimcheck.Reason(err) != claimcheck.ReasonUnavailable {
-				t.Fatalf("IsPermanent=%v Reason=%q", claimcheck.IsPermanent(err), claimcheck.Reason(err))
-			}
-			b.assertObjects(t)
-			if f := b.files(t); len(f) != 0 {
-				t.Fatalf("files in bucket: %q", f)
-			}
-			b.assertSpoolEmpty(t)
-		})
+		for _, ps := range postures(t, tc.name) {
+			t.Run(ps.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, ps.opts)
+				ctx, cancel := context.WithCancel(b.ctx)
+				defer cancel()
+				r := &cancellingReader{r: bytes.NewReader(randomBytes(tc.size, 13)), after: tc.after, cancel: cancel}
+				tk, err := b.store.CheckIn(ctx, "acme", r, nil)
+				if tk != nil {
+					t.Fatalf("cancelled CheckIn returned a ticket: %v", tk)
+				}
+				assertIs(t, err, context.Canceled)
+				assertIs(t, err, claimcheck.ErrUnavailable)
+				if claimcheck.IsPermanent(err) || claimcheck.Reason(err) != claimcheck.ReasonUnavailable {
+					t.Fatalf("IsPermanent=%v Reason=%q", claimcheck.IsPermanent(err), claimcheck.Reason(err))
+				}
+				b.assertNothingLeft(t)
+			})
+		}
 	}
 
 	t.Run("BeforeStart", func(t *testing.T) {
