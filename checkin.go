@@ -221,10 +221,11 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		if err != nil {
 			return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
 		}
-		objTemp, dst, what = f, f, "object file in the file store"
+		wf := &writebackFile{f: f}
+		objTemp, dst, what = f, wf, "object file in the file store"
 		defer func() { removeTemp(objTemp) }() // nil once committed or handed on
 		if s.seal != nil {
-			if sealed, err = s.seal.newSealWriter(f, tenant); err != nil {
+			if sealed, err = s.seal.newSealWriter(wf, tenant); err != nil {
 				return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
 			}
 			dst = sealed

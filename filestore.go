@@ -25,9 +25,11 @@ import (
 // the payload is hashed as it is written, in 1 MiB pieces written by a
 // goroutine of their own (so that hashing and writing overlap), into a file
 // of the store's file system that has no name yet (O_TMPFILE: createAnon),
-// so that no listing and no sweeper sees it while it is written; once the
-// key is known the file is fsynced, its sidecar written and fsynced, and the
-// file is linked to its key (never over an existing name), whose directories
+// so that no listing and no sweeper sees it while it is written, its
+// writeback to disk started every 8 MiB (writebackFile: the final fsync
+// then waits for little, not the whole payload); once the key is known
+// the file is fsynced, its sidecar written and fsynced, and the file is
+// linked to its key (never over an existing name), whose directories
 // are then fsynced up to the store's root: the object is durable before its
 // ticket exists (docs/invariants.md, invariant 1). An encrypted payload is
 // encrypted into that file as it is hashed, in the same pass (sealed format
@@ -116,6 +118,29 @@ func removeTemp(f *os.File) {
 	if f != nil {
 		_ = f.Close()
 	}
+}
+
+// writebackFile writes an object's file, starting the kernel's writeback
+// of each writebackEvery bytes as they are written (startWriteback), so
+// that the disk works while the rest of the payload is read and hashed,
+// not only once the final fsync waits for all of it.
+type writebackFile struct {
+	f            *os.File
+	off, started int64 // bytes written; of those, bytes whose writeback was started
+}
+
+// writebackEvery is how many bytes of an object's file are written
+// between two starts of their writeback (8 MiB).
+const writebackEvery = 8 << 20
+
+func (w *writebackFile) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.off += int64(n)
+	if w.off-w.started >= writebackEvery {
+		startWriteback(w.f, w.started, w.off-w.started)
+		w.started = w.off
+	}
+	return n, err
 }
 
 // aheadWriter writes buffers to w in a goroutine of its own, up to

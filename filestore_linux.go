@@ -44,3 +44,11 @@ func anonSupported(dir string) bool {
 	f.Close()
 	return true
 }
+
+// startWriteback asks the kernel to start writing f's bytes in [off,
+// off+n) to disk (sync_file_range(2), SYNC_FILE_RANGE_WRITE), without
+// waiting for them: the fsync that makes the object durable then has less
+// left to wait for. Best effort: an error is the fsync's to report.
+func startWriteback(f *os.File, off, n int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
