@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
 // Registry roles.
@@ -294,7 +294,7 @@ func (p *Pipeline) discardAll(ctx context.Context, what string, t *claimcheck.Ti
 }
 
 func (p *Pipeline) enqueueChecked(ctx context.Context, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, opts *EnqueueOptions) (*EnqueueResult, error) {
-	if p.native != nil && t.IsInline() && !t.Manifest && m == nil && len(opts.Destinations) == 0 {
+	if p.dialect == dbopen.Postgres && t.IsInline() && !t.Manifest && m == nil && len(opts.Destinations) == 0 {
 		return p.enqueueNative(ctx, kind, t, opts)
 	}
 	tx, err := p.db.BeginTx(ctx, nil)
@@ -333,12 +333,11 @@ func (p *Pipeline) prepareEnqueue(kind string, t *claimcheck.Ticket, opts *Enque
 
 // enqueueNative is enqueueChecked on PostgreSQL for a job whose
 // transaction holds River's insert and nothing else (an inline ticket: no
-// registry row, no check-in intent, no outbox entry): River's pgx driver
-// (p.native) inserts it, in a transaction of its own as River's Insert
-// does, on the pgx connection of one of the pool's connections
-// (sql.Conn.Raw). Through River's database/sql driver the same insert
-// took about twice the CPU (its lib/pq array parameters, database/sql's
-// layers), the main cost of a small job's enqueue.
+// registry row, no check-in intent, no outbox entry): River's Insert, in a
+// transaction of its own on the pgx pool (postgresDriver). Through River's
+// database/sql driver the same insert took about twice the CPU (its lib/pq
+// array parameters, database/sql's layers), the main cost of a small job's
+// enqueue.
 func (p *Pipeline) enqueueNative(ctx context.Context, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
 	enc, queue, _, err := p.prepareEnqueue(kind, t, opts)
 	if err != nil {
@@ -348,38 +347,11 @@ func (p *Pipeline) enqueueNative(ctx context.Context, kind string, t *claimcheck
 	if err != nil {
 		return nil, err
 	}
-	conn, err := p.db.Conn(ctx)
+	ins, err := p.client.Insert(ctx, args, insert)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: begin: %w", err)
+		return nil, fmt.Errorf("pipeline: insert job for %s: %w", t, err)
 	}
-	defer conn.Close()
-	var res *EnqueueResult
-	err = conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("pipeline: begin: a %T is not a pgx connection", dc)
-		}
-		tx, err := sc.Conn().Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("pipeline: begin: %w", err)
-		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: a no-op
-		ins, err := p.native.InsertTx(ctx, tx, args, insert)
-		if err != nil {
-			return fmt.Errorf("pipeline: insert job for %s: %w", t, err)
-		}
-		if res, err = p.inserted(ctx, ins, kind, t, nil, enc, opts); err != nil {
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return fmt.Errorf("pipeline: commit enqueue of %s: %w", t, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return p.inserted(ctx, ins, kind, t, nil, enc, opts)
 }
 
 // EnqueueTx writes the claims-registry row and a job carrying t inside the

@@ -10,10 +10,10 @@ import (
 )
 
 // TestWorkersListenOnPostgres: on PostgreSQL, Work's River client holds a
-// LISTEN connection of its own (riverdatabasesql's pgx listener), so an
-// enqueue's NOTIFY wakes it rather than its next poll; SQLite needs no
-// pool for it (River's SQLite driver emulates LISTEN in the database
-// file); a pipeline that writes nothing has no listener pool.
+// LISTEN connection of its own (River's pgx listener, on a pool of its
+// own), so an enqueue's NOTIFY wakes it rather than its next poll; SQLite
+// needs no pool for it (River's SQLite driver emulates LISTEN in the
+// database file); a pipeline that writes nothing has no listener pool.
 func TestWorkersListenOnPostgres(t *testing.T) {
 	pg := dbtest.Postgres(t)
 	b := setup(t, pg, nil)

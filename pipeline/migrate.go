@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
@@ -295,31 +294,32 @@ func openJobDB(ctx context.Context, database string, opts openOptions) (*jobDB, 
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: database: %v: %w", err, claimcheck.ErrConfig)
 	}
-	db, err := dbopen.Open(ctx, target, &opts.Options)
+	if target.Dialect != dbopen.Postgres {
+		db, err := dbopen.Open(ctx, target, &opts.Options)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		return &jobDB{target: target, db: db, driver: riversqlite.New(db)}, nil
+	}
+	pool, db, err := dbopen.OpenPostgres(ctx, target, &opts.Options)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	d := &jobDB{target: target, db: db}
-	switch target.Dialect {
-	case dbopen.Postgres:
-		// database/sql over pgx keeps *sql.Tx, so EnqueueTx is the same on
-		// both databases; a pgx pool of its own gives River's workers their
-		// LISTEN connection, so that an insert (its NOTIFY, sent in the
-		// inserting transaction) wakes them at once instead of at the next
-		// poll (FetchPollInterval): a job's wait was half the poll interval
-		// on average.
-		if opts.Listen {
-			if d.listen, err = dbopen.ListenerPool(target); err != nil {
-				_ = db.Close()
-				return nil, fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrConfig)
-			}
-			d.driver = riverdatabasesql.NewWithPgxListener(db, d.listen)
-		} else {
-			d.driver = riverdatabasesql.New(db)
+	// database/sql over the pool keeps *sql.Tx, so EnqueueTx is the same
+	// on both databases, while River's own statements use the pool
+	// directly (postgresDriver); a pgx pool of its own gives River's workers their
+	// LISTEN connection, so that an insert (its NOTIFY, sent in the
+	// inserting transaction) wakes them at once instead of at the next
+	// poll (FetchPollInterval): a job's wait was half the poll interval
+	// on average.
+	if opts.Listen {
+		if d.listen, err = dbopen.ListenerPool(target); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrConfig)
 		}
-	default:
-		d.driver = riversqlite.New(db)
 	}
+	d.driver = newPostgresDriver(pool, db, d.listen)
 	return d, nil
 }
 

@@ -29,11 +29,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/metric"
 
@@ -168,13 +166,10 @@ type Pipeline struct {
 	driver     riverdriver.Driver[*sql.Tx]
 	listen     *pgxpool.Pool          // PostgreSQL: River's LISTEN connection (nil otherwise)
 	client     *river.Client[*sql.Tx] // insert-only client
-	// native: PostgreSQL, an insert-only client on River's pgx driver
-	// (enqueueNative); nil otherwise.
-	native *river.Client[pgx.Tx]
-	logger *slog.Logger
-	tel    *instruments
-	gauges metric.Registration // the outbox gauges' (registerGauges), nil if none
-	dbID   string              // claimcheck_meta's database_id (namespace.go)
+	logger     *slog.Logger
+	tel        *instruments
+	gauges     metric.Registration // the outbox gauges' (registerGauges), nil if none
+	dbID       string              // claimcheck_meta's database_id (namespace.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -257,10 +252,6 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
-	if err == nil && p.dialect == dbopen.Postgres {
-		// No pool: InsertTx only, on a connection of p.db's.
-		p.native, err = river.NewClient(riverpgxv5.New(nil), p.riverConfig(nil))
-	}
 	if err != nil {
 		_ = d.close()
 		return nil, fmt.Errorf("pipeline: %w", err)
@@ -292,8 +283,10 @@ func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 
 // DB is the job database, for callers that enqueue inside their own
 // transactions (EnqueueTx). With SQLite it has a single connection: finish
-// a transaction before calling other methods. With PostgreSQL it is a pool
-// (Config.MaxConns) over pgx's database/sql driver.
+// a transaction before calling other methods. With PostgreSQL it is
+// database/sql over the pgx pool River's own statements use (Config.MaxConns
+// connections for both): each statement or transaction borrows one of the
+// pool's connections, and closing the Pipeline closes the pool.
 func (p *Pipeline) DB() *sql.DB { return p.db }
 
 // Dialect is the job database's kind: "sqlite" or "postgres", for callers

@@ -1,13 +1,15 @@
 // Package dbopen opens the job database named by a URL: the embedded SQLite
-// default (pure Go, modernc.org/sqlite) or PostgreSQL (pgx through
-// database/sql), each configured for River.
+// default (pure Go, modernc.org/sqlite) or PostgreSQL (a pgx pool, with
+// database/sql over it), each configured for River.
 package dbopen
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -139,9 +141,9 @@ type Options struct {
 // River's SQLite driver requires; WAL mode and a busy timeout let other
 // processes (a submit beside a worker) share the file.
 //
-// PostgreSQL: a pool of up to MaxConns connections, so one process can
-// enqueue and work concurrently, and several processes can share the
-// database.
+// PostgreSQL: OpenPostgres's pool of up to MaxConns connections, so one
+// process can enqueue and work concurrently, and several processes can
+// share the database; closing the *sql.DB closes the pool.
 func Open(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -154,7 +156,8 @@ func Open(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
 		}
 		return openSQLite(ctx, t.Path, cache, opts.MustExist || opts.ReadOnly, opts.ReadOnly)
 	case Postgres:
-		return openPostgres(ctx, t, opts)
+		_, db, err := OpenPostgres(ctx, t, opts)
+		return db, err
 	}
 	return nil, fmt.Errorf("unknown database dialect %q", t.Dialect)
 }
@@ -256,8 +259,8 @@ func isSQLiteBusy(err error) bool {
 // parameter, a Go duration from 100ms to 1h; default
 // claimcheck.DefaultStallTimeout, 20 s) while the start-up or a statement
 // waits for its answer (ctxio.Dialer). claimcheck's statements are short,
-// and River's database/sql driver does not LISTEN, so a connection silent
-// that long has lost its server.
+// and River's LISTEN has a pool of its own (ListenerPool), so a connection
+// silent that long has lost its server.
 const (
 	DefaultConnectTimeout = claimcheck.DefaultConnectTimeout
 	DefaultStallTimeout   = claimcheck.DefaultStallTimeout
@@ -299,30 +302,76 @@ func (t Target) pgConfig() (*pgx.ConnConfig, time.Duration, error) {
 	return cfg, stall, nil
 }
 
-func openPostgres(ctx context.Context, t Target, opts *Options) (*sql.DB, error) {
+// OpenPostgres opens the PostgreSQL database t names: a pgx pool of up to
+// opts.MaxConns connections (default DefaultMaxConns), bounded as above,
+// each with pq's arrays encoded directly (encodePQArrays), idle ones
+// closed after 5 minutes; and a *sql.DB over the same pool, for
+// database/sql callers (EnqueueTx's *sql.Tx), whose Close closes the pool
+// too. The *sql.DB keeps no idle connection of its own: each statement or
+// transaction borrows one of the pool's and gives it back, so that the
+// two never hold more than MaxConns together. River's pgx driver works on
+// the pool directly. It checks the database answers. Errors:
+// claimcheck.ErrUnavailable (naming the server) when it does not; a URL
+// that does not parse.
+func OpenPostgres(ctx context.Context, t Target, opts *Options) (*pgxpool.Pool, *sql.DB, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
 	cfg, _, err := t.pgConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	db := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(encodePQArrays))
 	n := opts.MaxConns
 	if n <= 0 {
 		n = DefaultMaxConns
 	}
-	db.SetMaxOpenConns(n)
-	db.SetMaxIdleConns(n)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	pc, err := poolConfig(t, cfg, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc.AfterConnect = encodePQArrays
+	pc.MaxConnIdleTime = 5 * time.Minute
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("PostgreSQL %s: pool: %w", t, err)
+	}
+	db := sql.OpenDB(poolConnector{Connector: stdlib.GetPoolConnector(pool), pool: pool})
+	db.SetMaxIdleConns(0) // the pool keeps them (stdlib.OpenDBFromPool does the same)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, claimcheck.Unavailable("connect to PostgreSQL "+t.String(), err)
+		return nil, nil, claimcheck.Unavailable("connect to PostgreSQL "+t.String(), err)
 	}
-	return db, nil
+	return pool, db, nil
+}
+
+// poolConnector is pgx's database/sql connector on a pool, which DB.Close
+// closes with the *sql.DB (database/sql calls a connector's Close).
+type poolConnector struct {
+	driver.Connector
+	pool *pgxpool.Pool
+}
+
+func (c poolConnector) Close() error {
+	c.pool.Close()
+	return nil
+}
+
+// poolConfig is a pgx pool configuration of at most maxConns connections
+// of cfg, none opened until one is needed.
+func poolConfig(t Target, cfg *pgx.ConnConfig, maxConns int) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL URL %s: pool: %w", Redact(t.URL), err)
+	}
+	pc.ConnConfig = cfg
+	pc.MaxConns, pc.MinConns = int32(min(maxConns, math.MaxInt32)), 0
+	return pc, nil
 }
 
 // ListenerPool is a pgx pool for River's LISTEN connection on the
-// PostgreSQL database t names (riverdatabasesql.NewWithPgxListener): the
+// PostgreSQL database t names (River's pgx listener): the
 // same server, credentials and parameters (search_path among them) as
-// Open's pool, at most one connection, none opened until a River client
+// OpenPostgres's pool, at most one connection, none opened until a River client
 // that works jobs starts. Its connections are bounded at connect
 // (Target's connect timeout) but have no stall watchdog: a listener waits
 // in a read for as long as no job is inserted, which is not a stall (TCP
@@ -336,10 +385,6 @@ func ListenerPool(t Target) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc, err := pgxpool.ParseConfig("")
-	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL URL %s: listener pool: %w", Redact(t.URL), err)
-	}
 	connect := DefaultConnectTimeout
 	if u, err := url.Parse(t.URL); err == nil {
 		if c, err := pgx.ParseConfig(u.String()); err == nil && c.ConnectTimeout > 0 {
@@ -347,8 +392,10 @@ func ListenerPool(t Target) (*pgxpool.Pool, error) {
 		}
 	}
 	cfg.DialFunc = ctxio.Dialer{Connect: connect, KeepAlive: 30 * time.Second}.DialContext
-	pc.ConnConfig = cfg
-	pc.MaxConns, pc.MinConns = 1, 0
+	pc, err := poolConfig(t, cfg, 1)
+	if err != nil {
+		return nil, err
+	}
 	return pgxpool.NewWithConfig(context.Background(), pc)
 }
 
