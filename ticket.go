@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // TicketVersion is the major version of the ticket wire format written by
@@ -101,12 +103,18 @@ func ParseTicket(b []byte) (*Ticket, error) {
 	// One pass for a well-formed ticket of this version: a decode into the
 	// ticket with its version as a pointer (the shallower "v" wins over
 	// Ticket.Version), so a missing version is told from 0. Anything else
-	// goes through the checks below, one by one, for their errors.
+	// goes through the checks below, one by one, for their errors. The
+	// decode is encoding/json's semantics on the json v2 prototype's
+	// decoder (go-json-experiment/json/v1, what encoding/json becomes under
+	// GOEXPERIMENT=jsonv2), which reads the ticket once where
+	// encoding/json reads it twice (validation, then decoding): ParseTicket
+	// was a tenth of a small job's CPU worked on PostgreSQL, and took
+	// 63–88 µs against 19–48 µs for a 4 KiB inline ticket.
 	var w struct {
 		V *int `json:"v"`
 		Ticket
 	}
-	if err := json.Unmarshal(b, &w); err == nil && w.V != nil && *w.V == TicketVersion {
+	if err := jsonv1.Unmarshal(b, &w); err == nil && w.V != nil && *w.V == TicketVersion {
 		t := w.Ticket
 		t.Version = TicketVersion
 		if err := t.validate(); err != nil {

@@ -525,3 +525,45 @@ func TestTicketMarshalRejectsInvalid(t *testing.T) {
 		}
 	}
 }
+
+// ParseTicket's one-pass decode (go-json-experiment/json/v1) reads a
+// ticket as encoding/json does: whatever it accepts, encoding/json
+// accepts with the same fields. (What it refuses goes through
+// encoding/json itself.) The seeds are where the two decoders could part:
+// keys matched without regard to case or escaped, a key given twice,
+// invalid UTF-8, base64 broken by an escaped newline, nulls.
+func FuzzParseTicketDecodesAsEncodingJSON(f *testing.F) {
+	for _, tk := range []*claimcheck.Ticket{inlineTicket([]byte("hello")), offloadedTicket()} {
+		b, err := tk.Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{
+		`{"v":1,"TENANT":"acme","sha256":"` + helloSHA + `","size":5,"created":"2026-11-29T21:34:24Z","inline":"aGVsbG8="}`,
+		`{"v":1,"tenant":"acme","Tenant":"other","sha256":"` + helloSHA + `","size":5,"created":"2026-11-29T21:34:24Z","inline":"aGVsbG8="}`,
+		`{"v":1,"\u0074enant":"acme","sha256":"` + helloSHA + `","size":5,"created":"2026-11-29T21:34:24Z","inline":"aGVsbG8="}`,
+		"{\"v\":1,\"tenant\":\"ac\xffme\",\"sha256\":\"" + helloSHA + `","size":5,"created":"2026-11-29T21:34:24Z","inline":"aGVsbG8="}`,
+		`{"v":1,"tenant":"acme","sha256":"` + helloSHA + `","size":5,"created":"2026-11-29T21:34:24Z","inline":"aGVs\nbG8="}`,
+		`{"v":1,"tenant":null,"sha256":"` + helloSHA + `","size":5,"created":"2026-11-29T21:34:24+01:00","inline":null,"key":"k","store":"s"}`,
+		`{"v":1,"v":1,"tenant":"acme","sha256":"` + helloSHA + `","size":5.0,"created":"2026-11-29T21:34:24Z","inline":"aGVsbG8"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := claimcheck.ParseTicket(b)
+		if err != nil {
+			return
+		}
+		var w struct {
+			V *int `json:"v"`
+			claimcheck.Ticket
+		}
+		if err := json.Unmarshal(b, &w); err != nil || w.V == nil || *w.V != claimcheck.TicketVersion {
+			t.Fatalf("ParseTicket accepted %q, encoding/json did not (%v, v %v)", b, err, w.V)
+		}
+		w.Version = claimcheck.TicketVersion
+		assertTicketsEqual(t, got, &w.Ticket)
+	})
+}
