@@ -128,7 +128,11 @@ func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *R
 		start := time.Now()
 		err := fn(sctx)
 		*took = time.Since(start)
-		hist.Record(ctx, took.Seconds(), metric.WithAttributes(kind, attribute.String("outcome", outcomeOf(err))))
+		// Enabled: no attribute set is built for a meter that records
+		// nothing (the global no-op; the sets were 4% of a small job's CPU).
+		if hist.Enabled(ctx) {
+			hist.Record(ctx, took.Seconds(), metric.WithAttributes(kind, attribute.String("outcome", outcomeOf(err))))
+		}
 		endSpan(span, err)
 		return err
 	}
@@ -165,7 +169,9 @@ func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *R
 			}
 		}
 	}
-	s.tel.claimed.Add(ctx, t.Size, metric.WithAttributes(attribute.String("tenant", t.Tenant), kind))
+	if s.tel.claimed.Enabled(ctx) {
+		s.tel.claimed.Add(ctx, t.Size, metric.WithAttributes(attribute.String("tenant", t.Tenant), kind))
+	}
 	job.Payload, job.Attachments = p, atts
 	err = step("claimcheck.handler", s.tel.handlerDuration, &job.Timings.Handler, func(ctx context.Context) (err error) {
 		res, err = h.Handle(ctx, job)

@@ -130,7 +130,9 @@ func must[T any](v T, err error) T {
 // Neither holds a payload byte or a full object key.
 func (p *Pipeline) observe(ctx context.Context, o Outcome) {
 	kind := attribute.String("kind", o.Kind)
-	p.tel.attempts.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("outcome", string(o.State)), attribute.String("reason", o.Reason)))
+	if p.tel.attempts.Enabled(ctx) { // no attribute set for a meter that records nothing
+		p.tel.attempts.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("outcome", string(o.State)), attribute.String("reason", o.Reason)))
+	}
 	if o.State == JobDead {
 		p.tel.deadLetters.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("reason", o.Reason)))
 	}
