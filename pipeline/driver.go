@@ -61,3 +61,9 @@ func (d *postgresDriver) GetListener(params *riverdriver.GetListenenerParams) ri
 	}
 	return d.listen.GetListener(params)
 }
+
+// tools is River's database/sql driver alone, over the same *sql.DB: for
+// a client whose callers unwrap the transactions it begins into *sql.Tx
+// (River UI: Pipeline.RiverClient). This driver's own executor begins
+// pgx transactions, which UnwrapTx cannot turn into one.
+func (d *postgresDriver) tools() *riverdatabasesql.Driver { return d.tx }

@@ -19,12 +19,15 @@ import (
 
 // RiverClient is the pipeline's River client, insert-only (it works no
 // job), for River's own tools such as River UI (riverui.NewEndpoints).
+// The transactions it begins are database/sql's (*sql.Tx), on PostgreSQL
+// too, where the pipeline's own statements go through River's pgx driver:
+// River UI unwraps them (TestRiverUIRedacted).
 // Replay dead letters with Replay and delete jobs with Delete, not through
 // it: River's JobRetry does not check that the payload still exists, and
 // its JobDelete leaves the job's claims-registry rows behind. Show job
 // arguments and metadata only through RedactArgs and RedactMetadata: they
 // hold tickets, whose keys, inline payloads and wrapped keys no page shows.
-func (p *Pipeline) RiverClient() *river.Client[*sql.Tx] { return p.client }
+func (p *Pipeline) RiverClient() *river.Client[*sql.Tx] { return p.tools }
 
 // OutboxStats is one outbox destination's queue.
 type OutboxStats struct {

@@ -166,6 +166,7 @@ type Pipeline struct {
 	driver     riverdriver.Driver[*sql.Tx]
 	listen     *pgxpool.Pool          // PostgreSQL: River's LISTEN connection (nil otherwise)
 	client     *river.Client[*sql.Tx] // insert-only client
+	tools      *river.Client[*sql.Tx] // RiverClient's: client, or on PostgreSQL one on River's database/sql driver alone (postgresDriver.tools)
 	logger     *slog.Logger
 	tel        *instruments
 	gauges     metric.Registration // the outbox gauges' (registerGauges), nil if none
@@ -252,6 +253,10 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
+	p.tools = p.client
+	if pd, ok := p.driver.(*postgresDriver); ok && err == nil {
+		p.tools, err = river.NewClient(pd.tools(), p.riverConfig(nil))
+	}
 	if err != nil {
 		_ = d.close()
 		return nil, fmt.Errorf("pipeline: %w", err)
