@@ -20,9 +20,11 @@ import (
 // completer were a fifth of a small worked job's CPU, the fetch alone 12%
 // (9% through the pgx driver).
 //
-// River calls UnwrapTx only on what UnwrapExecutor returned (its client
+// River's client calls UnwrapTx only on what UnwrapExecutor returned (it
 // never hands a pool executor's transaction back as a TTx), so the two
-// executors never meet.
+// executors never meet there. River UI does unwrap the transactions it
+// begins: it gets a client on the database/sql driver alone (tools,
+// Pipeline.RiverClient).
 type postgresDriver struct {
 	*riverpgxv5.Driver
 	tx *riverdatabasesql.Driver
