@@ -89,7 +89,7 @@ func (p *Payload) Verify(ctx context.Context) error {
 	}
 	// 1 MiB reads (one ciphertext segment), and no File.ReadFrom with its
 	// 32 KiB reads: fewer hand-offs from the decrypting goroutine. Not
-	// copyAhead: its three more buffers took an encrypted claim of 512 MiB
+	// an aheadWriter: its three more buffers took an encrypted claim of 512 MiB
 	// to 67 MiB of peak RSS, over the 64 MiB bound (bench --compare).
 	if _, err := io.CopyBuffer(struct{ io.Writer }{spool}, ctxio.Reader(ctx, r), make([]byte, 1<<20)); err != nil {
 		spool.Close()
@@ -161,11 +161,16 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("claimcheck: claim %s: %w", t, err)
 		}
 	}
-	r, err := s.bucket.NewReader(ctx, t.Key, nil)
+	// Close cancels rctx when the decrypting goroutine is still in a read
+	// of r: r is closed only once that read has returned (a blob.Reader is
+	// not safe for concurrent use).
+	rctx, cancel := context.WithCancel(ctx)
+	r, err := s.bucket.NewReader(rctx, t.Key, nil)
 	if err != nil {
+		cancel()
 		return nil, s.claimError(ctx, "claimcheck: claim "+t.String(), t, err)
 	}
-	v := &verifyingReader{r: r, t: t, sum: sha256.New(), src: r}
+	v := &verifyingReader{r: r, cancel: cancel, t: t, sum: sha256.New(), src: r}
 	if s.seal == nil {
 		// Only when the bytes do not match: is the object encrypted, so
 		// that this store's missing keeper, not the payload, is at fault?
@@ -181,18 +186,20 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		aead, err := s.seal.openDataKey(ctx, wrapped, associatedData(t.Tenant, t.Key))
 		if err != nil {
 			r.Close()
+			cancel()
 			return nil, fmt.Errorf("claimcheck: claim %s: sealed under key id %s, this worker's keeper has key id %s: %w", t, KeyIDText(keyID), KeyIDText(s.seal.keyID), err)
 		}
 		tr := &trackingReader{r: r}
 		dr, err := aead.NewDecryptingReader(tr, objectAD(format, t.Tenant, t.Key))
 		if err != nil {
 			r.Close()
+			cancel()
 			return nil, fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt)
 		}
-		ahead := decryptAhead(dr)
+		ahead, done := decryptAhead(dr)
 		// Callers read in small pieces (io.Copy: 32 KiB); a 1 MiB buffer
 		// turns those into one hand-off per segment from the goroutine.
-		v.src, v.tracked, v.ahead = bufio.NewReaderSize(ahead, 1<<20), tr, ahead
+		v.src, v.tracked, v.ahead, v.aheadDone = bufio.NewReaderSize(ahead, 1<<20), tr, ahead, done
 	}
 	return v, nil
 }
@@ -253,12 +260,15 @@ func verifyInline(t *Ticket, b []byte) error {
 // the end.
 type verifyingReader struct {
 	r       io.ReadCloser
+	cancel  context.CancelFunc // of r's context; nil: none (verifyFile's)
 	src     io.Reader
-	tracked *trackingReader       // the object under a decrypting src, to classify errors
-	ahead   *io.PipeReader        // the decrypting goroutine's output, closed on Close
-	sealed  func() (bool, string) // store without a keeper: reports an encrypted object and its key id
-	t       *Ticket
-	sum     interface {
+	tracked *trackingReader // the object under a decrypting src, to classify errors
+	ahead   *io.PipeReader  // the decrypting goroutine's output, closed on Close
+	// aheadDone is closed when the decrypting goroutine has returned.
+	aheadDone <-chan struct{}
+	sealed    func() (bool, string) // store without a keeper: reports an encrypted object and its key id
+	t         *Ticket
+	sum       interface {
 		io.Writer
 		Sum([]byte) []byte
 	}
@@ -297,27 +307,53 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Close stops the stream: later reads fail with errClaimClosed (unless it
+// had already ended), and an encrypted object's decrypting goroutine has
+// returned before the object is closed, its read in flight cut by
+// cancelling r's context if closing the pipe did not stop it. That
+// cancellation, the stream's own doing, is not Close's error.
 func (v *verifyingReader) Close() error {
-	if v.ahead != nil {
-		v.ahead.CloseWithError(errClaimClosed) // stops the decrypting goroutine
+	if v.err == nil {
+		v.err = errClaimClosed
 	}
-	return v.r.Close()
+	cancelled := false
+	if v.ahead != nil {
+		v.ahead.CloseWithError(errClaimClosed) // the goroutine's next write fails
+		select {
+		case <-v.aheadDone:
+		default:
+			v.cancel() // it is in a read of r: cut it
+			cancelled = true
+			<-v.aheadDone
+		}
+	}
+	err := v.r.Close()
+	if v.cancel != nil {
+		v.cancel()
+	}
+	if cancelled && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
 }
 
 var errClaimClosed = errors.New("claimcheck: claim closed")
 
-// decryptAhead runs decryption in its own goroutine, one 256 KiB chunk
-// ahead of the reader, so that decrypting and the verifying SHA-256 (and the
-// caller's work) use two cores: serially they ran at about 60-70% of an
-// unencrypted claim here, in parallel at about 90-100%. Errors pass through
-// unchanged; memory is one chunk.
-func decryptAhead(dr io.Reader) *io.PipeReader {
+// decryptAhead runs decryption in its own goroutine, one 1 MiB chunk (a
+// ciphertext segment) ahead of the reader, so that decrypting and the
+// verifying SHA-256 (and the caller's work) use two cores: serially they
+// ran at about 60-70% of an unencrypted claim here, in parallel at about
+// 90-100%. Errors pass through unchanged; memory is one chunk. done is
+// closed when the goroutine returns.
+func decryptAhead(dr io.Reader) (*io.PipeReader, <-chan struct{}) {
 	pr, pw := io.Pipe()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		_, err := io.CopyBuffer(pw, dr, make([]byte, 1<<20))
 		pw.CloseWithError(err) // nil: the reader sees io.EOF
 	}()
-	return pr
+	return pr, done
 }
 
 // mismatch returns corrupt, the error for bytes that do not match the

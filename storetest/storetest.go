@@ -129,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"Missing", testMissing},
 		{"Corrupt", testCorrupt},
 		{"CancelledCheckIn", testCancelled},
+		{"StreamReads", testStreamReads},
 		{"ListByPrefix", testListByPrefix},
 		{"ErrorClasses", testErrorClasses},
 	} {
@@ -908,5 +909,77 @@ func testErrorClasses(t *testing.T, h Harness) {
 	}
 	if got := Keys(t, s, claimcheck.PrefixPayloads+tenant+"/"); len(got) != 1 {
 		t.Fatalf("refused check-ins left objects: %d keys, want 1", len(got))
+	}
+}
+
+// testStreamReads claims a large payload, plain and encrypted: OpenStream
+// read in small pieces delivers the bytes and io.EOF; an OpenStream
+// closed after its first bytes stops (an encrypted one's decrypting
+// goroutine too: no read after Close, -race) and then fails its reads,
+// never io.EOF; a Verify whose context is cancelled is ErrUnavailable,
+// never corrupt, and a later Open still verifies.
+func testStreamReads(t *testing.T, h Harness) {
+	for _, enc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encrypted=%v", enc), func(t *testing.T) {
+			opts := &claimcheck.Options{AlwaysOffload: true}
+			if enc {
+				opts = newKeeperOptions(t, *opts)
+			}
+			s := h.Open(t, opts)
+			tenant := NewTenant(t, s)
+			data := Payload(900, h.LargeSize+12345)
+			tk := checkIn(t, s, tenant, data, nil)
+			p, err := s.Claim(tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+
+			r, err := p.OpenStream(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			buf := make([]byte, 7000) // smaller than, and not dividing, a 1 MiB ciphertext segment
+			for {
+				n, err := r.Read(buf)
+				got.Write(buf[:n])
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("OpenStream read after %d bytes: %v", got.Len(), err)
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), data) {
+				t.Fatalf("OpenStream in 7000-byte reads: %d bytes, not the payload", got.Len())
+			}
+
+			r, err = p.OpenStream(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(r, buf); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatalf("Close after %d bytes: %v", len(buf), err)
+			}
+			if n, err := r.Read(buf); err == nil || err == io.EOF {
+				t.Fatalf("Read after Close = %d, %v; want an error", n, err)
+			}
+
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			if err := p.Verify(ctx); !errors.Is(err, claimcheck.ErrUnavailable) || errors.Is(err, claimcheck.ErrPayloadCorrupt) {
+				t.Fatalf("Verify with its context cancelled: %v, want ErrUnavailable", err)
+			}
+			if got := ClaimBytes(t, s, tk); !bytes.Equal(got, data) {
+				t.Fatal("Open after a cancelled Verify: not the payload")
+			}
+		})
 	}
 }
