@@ -117,13 +117,9 @@ type sealWriter struct {
 
 // newSealWriter starts a v2 object of tenant's in w.
 func (s sealer) newSealWriter(w io.Writer, tenant string) (*sealWriter, error) {
-	h, err := keyset.NewHandle(streamingaead.AES256GCMHKDF1MBKeyTemplate())
+	h, p, err := newObjectKey()
 	if err != nil {
-		return nil, fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
-	}
-	p, err := streamingaead.New(h)
-	if err != nil {
-		return nil, fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
+		return nil, err
 	}
 	ew, err := p.NewEncryptingWriter(w, objectAD(2, tenant, ""))
 	if err != nil {
@@ -137,20 +133,30 @@ func (w *sealWriter) Write(p []byte) (int, error) { return w.ew.Write(p) }
 // close encrypts and writes the final segment.
 func (w *sealWriter) close() error { return w.ew.Close() }
 
+// newObjectKey makes an object's fresh data key, a Tink streaming-AEAD
+// keyset (AES256-GCM-HKDF, 1 MiB segments), and its AEAD.
+func newObjectKey() (*keyset.Handle, tink.StreamingAEAD, error) {
+	h, err := keyset.NewHandle(streamingaead.AES256GCMHKDF1MBKeyTemplate())
+	if err != nil {
+		return nil, nil, fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
+	}
+	p, err := streamingaead.New(h)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
+	}
+	return h, p, nil
+}
+
 // newDataKey makes a fresh streaming AEAD and its wrapped keyset (base64),
 // for a v1 object.
 func (s sealer) newDataKey(ctx context.Context, ad []byte) (tink.StreamingAEAD, string, error) {
-	h, err := keyset.NewHandle(streamingaead.AES256GCMHKDF1MBKeyTemplate())
+	h, p, err := newObjectKey()
 	if err != nil {
-		return nil, "", fmt.Errorf("claimcheck: seal: new data key: %w: %w", ErrUnavailable, err)
+		return nil, "", err
 	}
 	wrapped, err := s.wrap(ctx, h, ad)
 	if err != nil {
 		return nil, "", err
-	}
-	p, err := streamingaead.New(h)
-	if err != nil {
-		return nil, "", fmt.Errorf("claimcheck: seal: %w: %w", ErrUnavailable, err)
 	}
 	return p, wrapped, nil
 }

@@ -308,11 +308,11 @@ func openJobDB(ctx context.Context, database string, opts openOptions) (*jobDB, 
 	d := &jobDB{target: target, db: db}
 	// database/sql over the pool keeps *sql.Tx, so EnqueueTx is the same
 	// on both databases, while River's own statements use the pool
-	// directly (postgresDriver); a pgx pool of its own gives River's workers their
-	// LISTEN connection, so that an insert (its NOTIFY, sent in the
-	// inserting transaction) wakes them at once instead of at the next
-	// poll (FetchPollInterval): a job's wait was half the poll interval
-	// on average.
+	// directly (postgresDriver); a pgx pool of its own gives River's
+	// workers their LISTEN connection, so that an insert (its NOTIFY, sent
+	// in the inserting transaction) wakes them at once instead of at the
+	// next poll (FetchPollInterval): a job's wait was half the poll
+	// interval on average.
 	if opts.Listen {
 		if d.listen, err = dbopen.ListenerPool(target); err != nil {
 			_ = db.Close()
