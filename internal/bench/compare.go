@@ -31,13 +31,22 @@ import (
 // Sample is what one run of a Case measured. The framework sets Seconds
 // (wall clock of Case.Run, unless Run set it), CPUSeconds (this process's
 // user and system CPU time during Run; 0 where getrusage is unavailable),
-// StartRSS and PeakRSS (bytes, the method of Report.RSSMethod); Run sets
-// the rest.
+// StartRSS and PeakRSS (bytes, the method of Report.RSSMethod), and
+// PeakAnon and PeakFile; Run sets the rest.
 type Sample struct {
 	Seconds    float64 `json:"seconds"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	StartRSS   uint64  `json:"start_rss_bytes,omitempty"`
 	PeakRSS    uint64  `json:"peak_rss_bytes,omitempty"`
+	// PeakAnon and PeakFile (bytes) are the highest RssAnon and RssFile
+	// of /proc/self/status sampled every 5 ms during Run: the resident
+	// set's anonymous part (heap, stacks, buffers: what the process holds
+	// for the work) and its file-backed part (mostly the executable's
+	// own text and read-only data, which the kernel maps in as code runs
+	// and can drop under memory pressure). Sampled, so each is at most
+	// PeakRSS and the two need not add up to it. 0 where unavailable.
+	PeakAnon uint64 `json:"peak_anon_bytes,omitempty"`
+	PeakFile uint64 `json:"peak_file_bytes,omitempty"`
 	// Bytes is the payload bytes moved (for MetricMiBPerSec).
 	Bytes int64 `json:"bytes,omitempty"`
 	// Ops is the operations (jobs, entries) done (for MetricOpsPerSec and
@@ -360,7 +369,7 @@ func runCase(ctx context.Context, cs Case, m *meter) (Sample, error) {
 		got.Seconds = ms.elapsed.Seconds()
 	}
 	got.CPUSeconds = cpu1 - cpu0
-	got.StartRSS, got.PeakRSS = ms.startRSS, ms.peakRSS
+	got.StartRSS, got.PeakRSS, got.PeakAnon, got.PeakFile = ms.startRSS, ms.peakRSS, ms.peakAnon, ms.peakFile
 	return got, nil
 }
 
@@ -449,14 +458,14 @@ func (r *CompareReport) Write(w io.Writer) error {
 		fmt.Fprintf(ew, "1-min load as each round started: %s\n", strings.Join(loads, ", "))
 		metrics := groupMetrics(g)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-		hdr := "case\tround\tseconds\tCPU s\tpeak RSS MiB"
+		hdr := "case\tround\tseconds\tCPU s\tpeak RSS MiB\tanon MiB\tfile MiB"
 		for _, mt := range metrics {
 			hdr += "\t" + mt.Name
 		}
 		fmt.Fprintln(tw, hdr+"\t")
 		for _, cs := range g.Cases {
 			for i, s := range cs.Samples {
-				line := fmt.Sprintf("%s\t%d\t%.3f\t%.3f\t%.1f", cs.Name, i+1, s.Seconds, s.CPUSeconds, mib(s.PeakRSS))
+				line := fmt.Sprintf("%s\t%d\t%.3f\t%.3f\t%.1f\t%.1f\t%.1f", cs.Name, i+1, s.Seconds, s.CPUSeconds, mib(s.PeakRSS), mib(s.PeakAnon), mib(s.PeakFile))
 				for _, mt := range metrics {
 					line += "\t" + formatFigure(mt.Of(s))
 				}

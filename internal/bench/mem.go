@@ -36,37 +36,53 @@ const (
 // sink keeps detectRSSMethod's probe allocation on the heap.
 var sink []byte
 
-// readStatus returns VmHWM and VmRSS from /proc/self/status, in bytes.
-func readStatus() (hwm, rss uint64, err error) {
-	b, err := os.ReadFile(procStatus)
+// status is what readStatus reads from /proc/self/status, in bytes.
+type status struct {
+	hwm, rss uint64 // VmHWM, VmRSS
+	// anon and file split rss: anonymous pages (heap, stacks, buffers) and
+	// file-backed ones (RssAnon, RssFile; mostly the executable's own
+	// text and read-only data). Zero on kernels before 4.5, which lack them.
+	anon, file uint64
+}
+
+// readStatus reads VmHWM, VmRSS, RssAnon and RssFile from /proc/self/status.
+func readStatus() (status, error) { return readStatusOf(procStatus) }
+
+func readStatusOf(path string) (status, error) {
+	var st status
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, err
+		return st, err
 	}
 	var gotHWM, gotRSS bool
 	for line := range bytes.Lines(b) {
 		var dst *uint64
 		switch {
 		case bytes.HasPrefix(line, []byte("VmHWM:")):
-			dst, gotHWM = &hwm, true
+			dst, gotHWM = &st.hwm, true
 		case bytes.HasPrefix(line, []byte("VmRSS:")):
-			dst, gotRSS = &rss, true
+			dst, gotRSS = &st.rss, true
+		case bytes.HasPrefix(line, []byte("RssAnon:")):
+			dst = &st.anon
+		case bytes.HasPrefix(line, []byte("RssFile:")):
+			dst = &st.file
 		default:
 			continue
 		}
 		f := bytes.Fields(line) // "VmHWM:", "1234", "kB"
 		if len(f) != 3 || string(f[2]) != "kB" {
-			return 0, 0, errors.New("bench: unexpected line in " + procStatus + ": " + string(bytes.TrimSpace(line)))
+			return st, errors.New("bench: unexpected line in " + path + ": " + string(bytes.TrimSpace(line)))
 		}
 		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
 		if err != nil {
-			return 0, 0, err
+			return st, err
 		}
 		*dst = kb << 10
 	}
 	if !gotHWM || !gotRSS {
-		return 0, 0, errors.New("bench: no VmHWM/VmRSS in " + procStatus)
+		return st, errors.New("bench: no VmHWM/VmRSS in " + path)
 	}
-	return hwm, rss, nil
+	return st, nil
 }
 
 func resetHWM() error {
@@ -86,7 +102,7 @@ func settle() {
 var detectRSSMethod = sync.OnceValue(probeRSSMethod)
 
 func probeRSSMethod() string {
-	if _, _, err := readStatus(); err != nil {
+	if _, err := readStatus(); err != nil {
 		return RSSMethodNone
 	}
 	sink = make([]byte, 16<<20)
@@ -95,15 +111,15 @@ func probeRSSMethod() string {
 	}
 	sink = nil
 	settle()
-	before, _, err := readStatus()
+	before, err := readStatus()
 	if err != nil {
 		return RSSMethodSampled
 	}
 	if err := resetHWM(); err != nil {
 		return RSSMethodSampled
 	}
-	after, rss, err := readStatus()
-	if err != nil || after+8<<20 > before || after > rss+(1<<20) {
+	after, err := readStatus()
+	if err != nil || after.hwm+8<<20 > before.hwm || after.hwm > after.rss+(1<<20) {
 		return RSSMethodSampled
 	}
 	return RSSMethodHWM
@@ -115,6 +131,12 @@ type sample struct {
 	startRSS uint64 // RSS when the measurement started (after settle)
 	peakRSS  uint64
 	peakHeap uint64 // sampled /memory/classes/heap/objects:bytes
+	// peakAnon and peakFile are the highest RssAnon and RssFile sampled
+	// (every meter.interval; not necessarily at the same moment, nor at
+	// the moment of peakRSS): what of the resident set the process holds
+	// itself, and what are pages of files it maps, mostly its own
+	// executable's. Zero where unavailable.
+	peakAnon, peakFile uint64
 }
 
 // meter measures elapsed time, peak RSS and peak Go heap of a function.
@@ -133,24 +155,25 @@ func (m *meter) measure(fn func() error) (sample, error) {
 		}
 	}
 	if m.method != RSSMethodNone {
-		_, rss, err := readStatus()
+		st, err := readStatus()
 		if err != nil {
 			return s, err
 		}
-		s.startRSS = rss
+		s.startRSS = st.rss
 	}
 	p := m.startPoller()
 	start := time.Now()
 	err := fn()
 	s.elapsed = time.Since(start)
 	p.finish()
-	s.peakHeap = p.peakHeap
+	s.peakHeap, s.peakAnon, s.peakFile = p.peakHeap, p.peakAnon, p.peakFile
 	switch m.method {
 	case RSSMethodHWM:
-		hwm, _, rerr := readStatus()
+		st, rerr := readStatus()
 		if rerr != nil && err == nil {
 			err = rerr
 		}
+		hwm := st.hwm
 		// The kernel batches RSS counters per CPU, so VmHWM read after the
 		// run can fall a few pages below the VmRSS read at its start (seen:
 		// 96 KiB). The start is a sample of the run's RSS, so the peak is
@@ -162,14 +185,16 @@ func (m *meter) measure(fn func() error) (sample, error) {
 	return s, err
 }
 
-// poller samples the Go heap (and, in sampled mode, RSS) until finished.
+// poller samples the Go heap, RssAnon and RssFile (and, in sampled mode,
+// RSS) until finished.
 type poller struct {
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	rss      bool
-	metric   []metrics.Sample
-	peakHeap uint64
-	peakRSS  uint64
+	stop               chan struct{}
+	wg                 sync.WaitGroup
+	rss                bool
+	metric             []metrics.Sample
+	peakHeap           uint64
+	peakRSS            uint64
+	peakAnon, peakFile uint64
 }
 
 func (m *meter) startPoller() *poller {
@@ -199,9 +224,10 @@ func (p *poller) poll() {
 	if v := p.metric[0].Value; v.Kind() == metrics.KindUint64 {
 		p.peakHeap = max(p.peakHeap, v.Uint64())
 	}
-	if p.rss {
-		if _, rss, err := readStatus(); err == nil {
-			p.peakRSS = max(p.peakRSS, rss)
+	if st, err := readStatus(); err == nil {
+		p.peakAnon, p.peakFile = max(p.peakAnon, st.anon), max(p.peakFile, st.file)
+		if p.rss {
+			p.peakRSS = max(p.peakRSS, st.rss)
 		}
 	}
 }

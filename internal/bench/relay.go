@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -101,8 +98,8 @@ func MeasureChild(cmd *exec.Cmd, interval time.Duration) (ChildUsage, error) {
 	}
 	// Start returns once the child has exec'd: our peak now is the floor
 	// the kernel copied into its ru_maxrss.
-	if hwm, _, err := readStatus(); err == nil {
-		u.Floor = hwm
+	if st, err := readStatus(); err == nil {
+		u.Floor = st.hwm
 	}
 
 	status := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status"
@@ -113,8 +110,8 @@ func MeasureChild(cmd *exec.Cmd, interval time.Duration) (ChildUsage, error) {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if hwm, err := readHWM(status); err == nil {
-				sampled = max(sampled, hwm)
+			if st, err := readStatusOf(status); err == nil {
+				sampled = max(sampled, st.hwm)
 			}
 			select {
 			case <-stop:
@@ -132,30 +129,6 @@ func MeasureChild(cmd *exec.Cmd, interval time.Duration) (ChildUsage, error) {
 		u.MaxRSS, u.MaxRSSOK = childMaxRSS(cmd.ProcessState)
 	}
 	return u, err
-}
-
-// readHWM returns VmHWM from a /proc/<pid>/status file, in bytes. An
-// exited (zombie) process has none.
-func readHWM(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for line := range bytes.Lines(b) {
-		if !bytes.HasPrefix(line, []byte("VmHWM:")) {
-			continue
-		}
-		f := bytes.Fields(line)
-		if len(f) != 3 || string(f[2]) != "kB" {
-			break
-		}
-		kb, err := strconv.ParseUint(string(f[1]), 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		return kb << 10, nil
-	}
-	return 0, errors.New("bench: no VmHWM in " + path)
 }
 
 // RelayPhase is the relay run over one backlog.
