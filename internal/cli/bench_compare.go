@@ -20,6 +20,9 @@ func (o *benchOptions) runCompare(ctx context.Context, s streams) error {
 	if err := ensureWritable(data); err != nil {
 		return err
 	}
+	if err := o.ensureRoom(data); err != nil {
+		return err
+	}
 	rounds := o.rounds
 	if rounds == 1 && !o.roundsSet {
 		rounds = 3

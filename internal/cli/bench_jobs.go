@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimcheck/claimcheck/internal/bench"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
 // benchJobsOptions are the options of bench jobs.
@@ -79,7 +80,8 @@ claimcheck's payloads are sealed under a local keeper (encryption is on by
 default) in a scratch file store. The cases' order is reversed every other
 round (--rounds, default 3); each ratio is printed per round with its median
 and min–max, next to the load average as each round started, and judged
-against issue 13's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River).`,
+against the project's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River).
+--database is connected to first: nothing is measured when it cannot be.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: runE(o, nil),
 	}
@@ -106,6 +108,10 @@ func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
 		dbs = append(dbs, "")
 	}
 	if o.g.database != "" {
+		// Now, not after the SQLite half has run for minutes.
+		if err := checkDatabase(ctx, o.g.database); err != nil {
+			return err
+		}
 		dbs = append(dbs, o.g.database)
 	}
 	cfg := bench.JobsCompareConfig{Databases: dbs, Dir: data, Jobs: o.jobs, LatencyJobs: o.latency,
@@ -127,4 +133,19 @@ func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
 		return fmt.Errorf("bench jobs --compare: a goal was not met (see the table)")
 	}
 	return nil
+}
+
+// checkDatabase opens the PostgreSQL database of --database and closes it:
+// an unreachable server, a missing database or refused credentials are
+// reported before anything is measured.
+func checkDatabase(ctx context.Context, database string) error {
+	t, err := dbopen.Parse(database)
+	if err != nil {
+		return usagef("--database: %v", err)
+	}
+	db, err := dbopen.Open(ctx, t, &dbopen.Options{MaxConns: 1})
+	if err != nil {
+		return fmt.Errorf("bench jobs: --database: %w (nothing was measured; the database must exist: CREATE DATABASE)", err)
+	}
+	return db.Close()
 }

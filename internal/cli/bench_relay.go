@@ -51,7 +51,7 @@ type benchRelayOptions struct {
 }
 
 // Validate checks the flags and the global ones bench relay needs: a
-// --broker of its own, no --database but PostgreSQL's, no mem:// store.
+// --broker of its own, no --database but PostgreSQL's, no --store.
 func (o *benchRelayOptions) Validate() error {
 	g := o.g
 	if g.brokerURL == "" {
@@ -60,8 +60,12 @@ func (o *benchRelayOptions) Validate() error {
 	if g.database != "" && !strings.HasPrefix(g.database, "postgres://") && !strings.HasPrefix(g.database, "postgresql://") {
 		return usagef("bench relay makes a job database per backlog: leave --database unset (SQLite in each data directory) or give a postgres:// URL")
 	}
-	if strings.HasPrefix(g.store, "mem://") {
-		return usagef("bench relay: --store mem:// cannot be shared with the relay's process; use a file:// or s3:// store or the default")
+	if g.store != "" {
+		// Each backlog is a deployment of its own (key, job database,
+		// store namespace): one store for both would hold the small
+		// backlog's payloads, sealed under another key, when the large
+		// one's deployment starts, which refuses it.
+		return usagef("bench relay keeps each backlog's payloads in a file store in its scratch data directory (the relay reads tickets, never payloads, so the store does not change what it measures): drop --store (and CLAIMCHECK_STORE)")
 	}
 	if o.entries < 1 || o.entries > 1_000_000 {
 		return usagef("--entries %d: use 1 to 1000000", o.entries)
@@ -98,9 +102,8 @@ payloads total --total bytes, and --small entries of the same payload size
 most 10% above the small one's (the relay reads tickets, never payloads, and
 holds at most --batch entries at once).
 
-Each backlog gets a fresh data directory (job database, key, and the file
-store unless --store is given) under a scratch directory in --data, removed
-afterwards unless --keep. The bench checks the generated payloads in and
+Each backlog gets a fresh data directory (job database, key and file store)
+under a scratch directory in --data, removed afterwards unless --keep. The bench checks the generated payloads in and
 enqueues them to the outbox of --destination in its own process (always as
 objects, never inline; progress on standard error). It then runs the relay
 over each backlog as a separate process of this executable, as a service
@@ -121,8 +124,8 @@ nats://localhost:4222?stream=CC_BENCH_RELAY). After each measurement the
 broker's queues or streams are deleted, with the messages the relay sent, so
 that a re-run starts clean. Never point it at a queue in use.
 
-The disk needs --total plus the small backlog free under --data (or in
---store). Each backlog has its own SQLite job database in its data
+The disk needs --total plus the small backlog free under --data: a larger
+backlog is refused before anything is written. Each backlog has its own SQLite job database in its data
 directory; with --database postgres://…/db, each gets a fresh PostgreSQL
 database on that server instead (created next to db, dropped afterwards),
 so the relay's process holds no database cache.`,
@@ -135,7 +138,7 @@ so the relay's process holds no database cache.`,
 	c.Flags().IntVar(&o.small, "small", bench.RelayDefaultSmall, "outbox entries of the small backlog it is compared with, each of the same payload size")
 	c.Flags().IntVar(&o.batch, "batch", 100, "the relay's --batch: entries in flight at once")
 	c.Flags().DurationVar(&o.window, "window", 30*time.Second, "how long each relay runs, as a service, before it is interrupted: the same for both backlogs, and long enough to send the large one")
-	c.Flags().BoolVar(&o.keep, "keep", false, "keep the scratch data directories (and the payloads in --store); the broker's queue is deleted all the same")
+	c.Flags().BoolVar(&o.keep, "keep", false, "keep the scratch data directories; the broker's queue is deleted all the same")
 	return c
 }
 
@@ -156,23 +159,17 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 	if err != nil {
 		return nil, fmt.Errorf("bench relay: %w", err)
 	}
-	var objects []objectRef // payloads in --store, deleted afterwards
 	defer func() {
 		if keep {
 			fmt.Fprintf(rb.stderr, "bench relay: kept %s\n", tmp)
 			return
 		}
-		rb.deleteObjects(objects)
 		if err := os.RemoveAll(tmp); err != nil {
 			fmt.Fprintf(rb.stderr, "bench relay: removing %s: %v\n", tmp, err)
 		}
 	}()
-	store := g.store
-	if store == "" {
-		store = "file store in each data directory"
-	}
 	rep := &bench.RelayReport{
-		Broker: g.redactedBroker(), Destination: g.destination, Store: store, Batch: rb.batch, EntryBytes: rb.size,
+		Broker: g.redactedBroker(), Destination: g.destination, Store: "file store in each data directory", Batch: rb.batch, EntryBytes: rb.size,
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU(),
 		RSSMethod: bench.RSSMethodChild,
 	}
@@ -204,9 +201,7 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 	for _, b := range backlogs {
 		dir := filepath.Join(tmp, b.name)
 		p := bench.RelayPhase{Name: b.name, Entries: b.entries, PayloadBytes: int64(b.entries) * rb.size}
-		objs, err := rb.setup(ctx, dir, &p, b.seed)
-		objects = append(objects, objs...)
-		if err != nil {
+		if err := rb.setup(ctx, dir, &p, b.seed); err != nil {
 			return nil, err
 		}
 		rep.Phases = append(rep.Phases, p)
@@ -229,37 +224,27 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 	return rep, nil
 }
 
-// objectRef is a payload checked into --store.
-type objectRef struct {
-	dir, key string
-}
-
-// setup checks p.Entries generated payloads into the data directory dir
-// (or --store) and enqueues each to the outbox of --destination.
-func (rb *relayBench) setup(ctx context.Context, dir string, p *bench.RelayPhase, seed uint64) ([]objectRef, error) {
+// setup checks p.Entries generated payloads into the data directory dir's
+// file store and enqueues each to the outbox of --destination.
+func (rb *relayBench) setup(ctx context.Context, dir string, p *bench.RelayPhase, seed uint64) error {
 	gg := rb.g.inDataDir(dir, rb.databases[p.Name])
 	e, err := gg.open(ctx, openOptions{alwaysOffload: true}) // a claim check, however small the payload
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer e.Close()
 	// Fail now, not in the relay, on a broker that is down or whose
 	// messages cannot carry the tickets.
 	tr, err := gg.openBroker(ctx, e, relayBenchKind)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tr.Close()
-	var objects []objectRef
 	opts := &pipeline.EnqueueOptions{Destinations: []string{rb.g.destination}}
 	start := time.Now()
 	for i := range p.Entries {
-		res, err := e.pipe.Enqueue(ctx, relayBenchKind, relayBenchTenant, bench.Stream(seed+uint64(i), rb.size), opts)
-		if err != nil {
-			return objects, fmt.Errorf("bench relay: setup %s, entry %d: %w", p.Name, i+1, err)
-		}
-		if rb.g.store != "" {
-			objects = append(objects, objectRef{dir, res.Ticket.Key})
+		if _, err := e.pipe.Enqueue(ctx, relayBenchKind, relayBenchTenant, bench.Stream(seed+uint64(i), rb.size), opts); err != nil {
+			return fmt.Errorf("bench relay: setup %s, entry %d: %w", p.Name, i+1, err)
 		}
 		if n := i + 1; n%1000 == 0 || n == p.Entries {
 			s := time.Since(start).Seconds()
@@ -272,7 +257,7 @@ func (rb *relayBench) setup(ctx context.Context, dir string, p *bench.RelayPhase
 		p.SetupMiBPerSec = float64(p.PayloadBytes) / bench.MiB / p.SetupSeconds
 	}
 	fmt.Fprintf(rb.stderr, "setup %s: %d entries, %s in %.1f s (%.1f MiB/s)\n", p.Name, p.Entries, bench.FormatSizeApprox(p.PayloadBytes), p.SetupSeconds, p.SetupMiBPerSec)
-	return objects, nil
+	return nil
 }
 
 // measure runs `claimcheck relay --until-empty` over the data directory
@@ -298,7 +283,7 @@ func (rb *relayBench) measure(ctx context.Context, dir string, p *bench.RelayPha
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(os.Environ(),
 		"CLAIMCHECK_BROKER="+g.brokerURL,
-		"CLAIMCHECK_STORE="+g.store,
+		"CLAIMCHECK_STORE=",
 		"CLAIMCHECK_SECRET="+g.secretHex,
 		"CLAIMCHECK_KEEPER="+g.keeper,
 		"CLAIMCHECK_DATABASE="+rb.databases[p.Name],
@@ -341,35 +326,7 @@ func (rb *relayBench) purge() {
 	defer cancel()
 	err := broker.DeleteTopology(ctx, rb.g.brokerURL)
 	if err != nil {
-		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): purge %s yourself\n", err, rb.g.redactedBroker())
-	}
-}
-
-// deleteObjects deletes the payloads checked into --store (the default
-// file store goes with the scratch directory).
-func (rb *relayBench) deleteObjects(objects []objectRef) {
-	if len(objects) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	failed := 0
-	for i := 0; i < len(objects); {
-		gg := rb.g.inDataDir(objects[i].dir, rb.g.database)
-		e, err := gg.open(ctx, openOptions{})
-		if err != nil {
-			fmt.Fprintf(rb.stderr, "bench relay: could not delete the payloads in --store: %v\n", err)
-			return
-		}
-		for ; i < len(objects) && objects[i].dir == gg.data; i++ {
-			if err := e.store.Bucket().Delete(ctx, objects[i].key); err != nil {
-				failed++
-			}
-		}
-		e.Close()
-	}
-	if failed > 0 {
-		fmt.Fprintf(rb.stderr, "bench relay: %d payloads could not be deleted from --store\n", failed)
+		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): if the bench made it, purge %s yourself\n", err, rb.g.redactedBroker())
 	}
 }
 
@@ -428,6 +385,10 @@ func (o *benchRelayOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	if err := ensureWritable(data); err != nil {
+		return err
+	}
+	// Both backlogs' payloads stay in their file stores until the end.
+	if err := ensureFree(data, uint64(o.entries+o.small)*uint64(o.size), "--total"); err != nil {
 		return err
 	}
 	rb := &relayBench{g: g, stderr: s.err, batch: o.batch, size: o.size, window: o.window}

@@ -112,9 +112,31 @@ func TestBenchRelayUsage(t *testing.T) {
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--entries", "10", "--total", "9"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--database", "sqlite:///tmp/x.db", "bench", "relay"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--store", "mem://", "bench", "relay"},
+		// Each backlog is a deployment of its own: one store cannot hold
+		// both (the second one's key is refused).
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--store", "file://" + filepath.ToSlash(t.TempDir()), "bench", "relay"},
 	} {
 		if r := b.run("", args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2\nstderr: %s", args, r.code, r.stderr)
 		}
+	}
+}
+
+// TestBenchRelayRefusesTotalAboveFreeSpace: a --total the data directory's
+// disk cannot hold is refused (exit 2) before anything is written, naming
+// the flag; a user's typo once filled a shared disk with 32.5 GiB.
+func TestBenchRelayRefusesTotalAboveFreeSpace(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the free-space check is Linux's (statfs)")
+	}
+	t.Setenv("CLAIMCHECK_BROKER", "")
+	t.Setenv("CLAIMCHECK_DATABASE", "")
+	b := setup(t)
+	r := b.run("", "--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--entries", "10", "--small", "1", "--total", "1000TiB")
+	if r.code != 2 || !strings.Contains(r.stderr, "--total needs about 1.1 PiB free under") {
+		t.Fatalf("exit %d, want 2 and the free space needed\nstderr: %s", r.code, r.stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(b.data, "bench-relay-*")); len(left) != 0 {
+		t.Errorf("scratch directories left: %v", left)
 	}
 }

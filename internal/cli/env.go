@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dustin/go-humanize"
 	"gocloud.dev/secrets"
 
 	"github.com/claimcheck/claimcheck"
@@ -230,4 +231,19 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// ensureFree refuses, with a usage error (exit 2, nothing written), a
+// command that would write about need bytes into dir when its file system
+// has less free (diskFree), so that a bench too large for the disk stops
+// before its first byte rather than filling the disk; flag names what
+// decides need, for the message. Where the free space cannot be told, it
+// lets the command run.
+func ensureFree(dir string, need uint64, flag string) error {
+	free, ok := diskFree(dir)
+	if !ok || free >= need {
+		return nil
+	}
+	return usagef("%s needs about %s free under %s, which has %s: nothing was written; give a smaller %s, or --data on a larger disk",
+		flag, humanize.IBytes(need), dir, humanize.IBytes(free), flag)
 }
