@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -124,6 +125,18 @@ func (o *benchOptions) ensureRoom(data string) error {
 		copies = 2
 	}
 	return ensureFree(data, copies*uint64(largest), "--size")
+}
+
+// profileDir creates --cpuprofile-dir dir, if given, and returns it; a
+// directory that cannot be created is a usage error naming the flag.
+func profileDir(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", usagef("--cpuprofile-dir %s cannot be created (%v)", dir, unwrapPath(err))
+	}
+	return dir, nil
 }
 
 // printReport prints a bench report as a table, or as JSON with --json.

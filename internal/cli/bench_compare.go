@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/claimcheck/claimcheck/internal/bench"
@@ -28,11 +27,8 @@ func (o *benchOptions) runCompare(ctx context.Context, s streams) error {
 		rounds = 3
 	}
 	cfg := bench.StoreCompareConfig{StoreURL: g.store, Dir: data, Sizes: o.bytes, Rounds: rounds, Log: s.err}
-	if o.profile != "" {
-		if err := os.MkdirAll(o.profile, 0o755); err != nil {
-			return err
-		}
-		cfg.ProfileDir = o.profile
+	if cfg.ProfileDir, err = profileDir(o.profile); err != nil {
+		return err
 	}
 	rep, err := bench.CompareStore(ctx, cfg)
 	if err != nil {

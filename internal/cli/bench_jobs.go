@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -116,11 +115,8 @@ func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
 	}
 	cfg := bench.JobsCompareConfig{Databases: dbs, Dir: data, Jobs: o.jobs, LatencyJobs: o.latency,
 		Size: o.bytes, Rounds: o.rounds, Log: s.err}
-	if o.profile != "" {
-		if err := os.MkdirAll(o.profile, 0o755); err != nil {
-			return err
-		}
-		cfg.ProfileDir = o.profile
+	if cfg.ProfileDir, err = profileDir(o.profile); err != nil {
+		return err
 	}
 	rep, err := bench.CompareJobs(ctx, cfg)
 	if err != nil {

@@ -57,3 +57,22 @@ func TestBenchJobsUnreachableDatabase(t *testing.T) {
 		t.Logf("data directory holds %v", names)
 	}
 }
+
+// TestBenchProfileDirUsage: a --cpuprofile-dir that cannot be created is a
+// usage error naming the flag, before anything is measured.
+func TestBenchProfileDirUsage(t *testing.T) {
+	b := setup(t)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"bench", "--compare", "--size", "1KiB", "--cpuprofile-dir", filepath.Join(file, "prof")},
+		{"bench", "jobs", "--compare", "--jobs", "1", "--cpuprofile-dir", filepath.Join(file, "prof")},
+	} {
+		r := b.run("", args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--cpuprofile-dir "+filepath.Join(file, "prof")+" cannot be created") {
+			t.Errorf("%v: exit %d, want 2 naming the flag\nstderr: %s", args, r.code, r.stderr)
+		}
+	}
+}
