@@ -176,6 +176,10 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 	ctx, span := p.tel.tracer.Start(ctx, "claimcheck.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("claimcheck.kind", kind), attribute.String("claimcheck.tenant", tenant)))
 	defer func() {
+		if !span.IsRecording() { // no attribute list for a span that records nothing
+			claimcheck.EndSpan(span, err)
+			return
+		}
 		if res != nil {
 			span.SetAttributes(attribute.Int64("claimcheck.job", res.JobID), attribute.Bool("claimcheck.duplicate", res.Duplicate))
 			if res.Ticket != nil {
