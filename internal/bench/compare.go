@@ -39,7 +39,7 @@ type Sample struct {
 	StartRSS   uint64  `json:"start_rss_bytes,omitempty"`
 	PeakRSS    uint64  `json:"peak_rss_bytes,omitempty"`
 	// PeakAnon and PeakFile (bytes) are the highest RssAnon and RssFile
-	// of /proc/self/status sampled every 5 ms during Run: the resident
+	// of /proc/self/status sampled every 50 ms during Run: the resident
 	// set's anonymous part (heap, stacks, buffers: what the process holds
 	// for the work) and its file-backed part (mostly the executable's
 	// own text and read-only data, which the kernel maps in as code runs

@@ -10,7 +10,7 @@ import (
 )
 
 // TestCompareSplitsRSS runs a case that holds 32 MiB of touched memory for
-// 50 ms (ten of the 5 ms samples) and checks that its sample reports that
+// 200 ms (four of the 50 ms samples of RssAnon) and checks that its sample reports that
 // memory as anonymous, the executable's pages as file-backed, and neither
 // above the peak RSS.
 func TestCompareSplitsRSS(t *testing.T) {
@@ -25,7 +25,7 @@ func TestCompareSplitsRSS(t *testing.T) {
 			for i := 0; i < len(b); i += 4096 {
 				b[i] = 1
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 			runtime.KeepAlive(b)
 			return Sample{Bytes: held}, nil
 		}}},
