@@ -28,6 +28,11 @@ import (
 	"time"
 )
 
+// compareInterval is how often Compare samples the Go heap; RssAnon and
+// RssFile are read every statusEvery samples (compareInterval ×
+// statusEvery, 50 ms).
+const compareInterval = 5 * time.Millisecond
+
 // Sample is what one run of a Case measured. The framework sets Seconds
 // (wall clock of Case.Run, unless Run set it), CPUSeconds (this process's
 // user and system CPU time during Run; 0 where getrusage is unavailable),
@@ -267,7 +272,7 @@ func Compare(ctx context.Context, c Comparison) (*CompareReport, error) {
 			return nil, err
 		}
 	}
-	m := &meter{method: detectRSSMethod(), interval: 5 * time.Millisecond}
+	m := &meter{method: detectRSSMethod(), interval: compareInterval}
 	rep := &CompareReport{Title: c.Title, Rounds: rounds, GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), RSSMethod: m.method}
 	rep.LoadStart, _ = ReadLoadAvg()
 	for _, g := range c.Groups {

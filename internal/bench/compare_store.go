@@ -551,7 +551,8 @@ func (c *storeCompare) memoryChecks(rep *CompareReport, sizes []int64) []Check {
 	}
 	chk := Check{Name: name, ValueMiB: mib(peak), LimitMiB: mib(limit), Status: passFail(peak < limit), Detail: "highest: " + which}
 	if anon > 0 {
-		chk.Detail += fmt.Sprintf("; its anonymous memory peaked at %.1f MiB, its file-backed pages (mostly the executable's) at %.1f MiB, sampled every 50 ms", mib(anon), mib(file))
+		chk.Detail += fmt.Sprintf("; its anonymous memory peaked at %.1f MiB, its file-backed pages (mostly the executable's) at %.1f MiB, sampled every %s",
+			mib(anon), mib(file), compareInterval*statusEvery)
 	}
 	if rep.RSSMethod == RSSMethodNone {
 		chk.Status, chk.Detail = "SKIP", "RSS unavailable on this platform"
