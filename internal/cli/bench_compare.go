@@ -3,25 +3,15 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/claimcheck/claimcheck/internal/bench"
 )
 
 // runCompare is bench --compare: claimcheck against the store's plain
-// references (bench.CompareStore), printed as a table or JSON.
-func (o *benchOptions) runCompare(ctx context.Context, s streams) error {
+// references (bench.CompareStore) in the data directory data, printed as
+// a table or JSON.
+func (o *benchOptions) runCompare(ctx context.Context, s streams, data string) (err error) {
 	g := o.g
-	data, err := filepath.Abs(g.data)
-	if err != nil {
-		return err
-	}
-	if err := ensureWritable(data); err != nil {
-		return err
-	}
-	if err := o.ensureRoom(data); err != nil {
-		return err
-	}
 	rounds := o.rounds
 	if rounds == 1 && !o.roundsSet {
 		rounds = 3

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -95,11 +94,8 @@ against the project's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River
 }
 
 func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
-	data, err := filepath.Abs(o.g.data)
+	data, err := benchData(o.g, 0, "")
 	if err != nil {
-		return err
-	}
-	if err := ensureWritable(data); err != nil {
 		return err
 	}
 	var dbs []string

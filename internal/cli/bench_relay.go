@@ -103,9 +103,10 @@ most 10% above the small one's (the relay reads tickets, never payloads, and
 holds at most --batch entries at once).
 
 Each backlog gets a fresh data directory (job database, key and file store)
-under a scratch directory in --data, removed afterwards unless --keep. The bench checks the generated payloads in and
-enqueues them to the outbox of --destination in its own process (always as
-objects, never inline; progress on standard error). It then runs the relay
+under a scratch directory in --data, removed afterwards unless --keep. The
+bench checks the generated payloads in and enqueues them to the outbox of
+--destination in its own process (always as objects, never inline; progress
+on standard error). It then runs the relay
 over each backlog as a separate process of this executable, as a service
 would run: for --window (default 30 s, the same for both backlogs, long
 enough to send the large one), then interrupted; and reads its peak RSS
@@ -125,8 +126,8 @@ broker's queues or streams are deleted, with the messages the relay sent, so
 that a re-run starts clean. Never point it at a queue in use.
 
 The disk needs --total plus the small backlog free under --data: a larger
-backlog is refused before anything is written. Each backlog has its own SQLite job database in its data
-directory; with --database postgres://…/db, each gets a fresh PostgreSQL
+backlog is refused before anything is written. Each backlog has its own
+SQLite job database in its data directory; with --database postgres://…/db, each gets a fresh PostgreSQL
 database on that server instead (created next to db, dropped afterwards),
 so the relay's process holds no database cache.`,
 		Args: exactArgs(0, "no arguments"),
@@ -380,15 +381,9 @@ func isIdent(s string) bool {
 
 func (o *benchRelayOptions) run(ctx context.Context, s streams) error {
 	g := o.g
-	data, err := filepath.Abs(g.data)
-	if err != nil {
-		return err
-	}
-	if err := ensureWritable(data); err != nil {
-		return err
-	}
 	// Both backlogs' payloads stay in their file stores until the end.
-	if err := ensureFree(data, uint64(o.entries+o.small)*uint64(o.size), "--total"); err != nil {
+	data, err := benchData(g, uint64(o.entries+o.small)*uint64(o.size), "--total")
+	if err != nil {
 		return err
 	}
 	rb := &relayBench{g: g, stderr: s.err, batch: o.batch, size: o.size, window: o.window}
