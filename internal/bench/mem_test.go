@@ -10,9 +10,9 @@ import (
 )
 
 // TestCompareSplitsRSS runs a case that holds 32 MiB of touched memory for
-// 200 ms (four of the 50 ms samples of RssAnon) and checks that its sample reports that
-// memory as anonymous, the executable's pages as file-backed, and neither
-// above the peak RSS.
+// 200 ms (four of the 50 ms samples of RssAnon) and checks that its sample
+// reports that memory as anonymous, the executable's pages as file-backed,
+// and neither above the peak RSS.
 func TestCompareSplitsRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("RssAnon and RssFile are Linux's")
