@@ -11,24 +11,18 @@ import (
 	"testing"
 )
 
-// readmeSnippet returns the code block of language lang in the README's
-// section on the clients.
+// readmeSnippet returns the code block of language lang in the clients'
+// README (clients/README.md).
 func readmeSnippet(t *testing.T, lang string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
+	b, err := os.ReadFile(filepath.Join(moduleRoot, "clients", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## The clients")
-	if !ok {
-		t.Fatal(`README.md has no section "## The clients"`)
-	}
-	if i := strings.Index(section, "\n## "); i >= 0 {
-		section = section[:i]
-	}
+	section := string(b)
 	m := regexp.MustCompile("(?s)\n```" + lang + "\n(.*?)\n```\n").FindStringSubmatch(section)
 	if m == nil {
-		t.Fatalf("the README's clients section has no %s block", lang)
+		t.Fatalf("clients/README.md has no %s block", lang)
 	}
 	return m[1]
 }

@@ -53,6 +53,10 @@ func Ensure(dir string) (string, error) {
 	if err := Make(tmp.Name(), dir); err != nil {
 		return "", err
 	}
+	// CreateTemp made it 0600; the corpus files beside it are readable by all.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return "", err
+	}
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return "", err
 	}

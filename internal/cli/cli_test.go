@@ -25,8 +25,8 @@ import (
 
 const corpus = "../../testdata/pdf"
 
-// ensureBigPDF skips (fails under CI) unless corpus/big.pdf (43 MiB,
-// 10,515 pages), which the module does not ship, has been made.
+// ensureBigPDF makes corpus/big.pdf (43 MiB, 10,515 pages), which the
+// module does not ship, unless it is there.
 func ensureBigPDF(t *testing.T) { testenv.BigPDF(t, corpus) }
 
 // cliBundle is one data directory and a way to run commands against it.

@@ -162,7 +162,12 @@ in the data directory.`,
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	root.AddCommand(
 		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
-		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g),
+		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g), newVersion(g),
 	)
 	return root, g
 }
+
+// Root is the command tree as a user meets it, for generating its reference
+// (internal/clidoc): flag defaults read from CLAIMCHECK_* variables show
+// whatever the environment holds, so a generator clears them first.
+func Root() *cobra.Command { return newRoot(io.Discard) }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/internal/bigpdf"
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
@@ -76,22 +77,20 @@ func (o *runOptions) Validate() error {
 func newRun(g *globals) *cobra.Command {
 	o := &runOptions{g: g}
 	c := &cobra.Command{
-		Use:   "run FILES|DIRS...",
+		Use:   "run [FILES|DIRS...]",
 		Short: "The main job: submit PDF documents and work them end to end (kind pdf-info)",
 		Long: `Submit every file named, and every *.pdf file under each directory named, as a
 pdf-info job; work them in this process with the built-in handler (page count
 and metadata, through pdfcpu), storing a JSON result per document; then print
 a table of the jobs and a summary.
 
+With no arguments it runs the bundled corpus, testdata/pdf of a claimcheck
+clone (run from the clone's root): five real PDFs and big.pdf, a 43 MiB
+document merged from them the first time (the module does not ship it).
+
 With --broker, the jobs go through the outbox to the broker instead: this
 process relays them, consumes them from the broker with the same handler, and
 records each outcome in the job database's inbox.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("run needs files or directories, e.g. claimcheck run testdata/pdf")
-			}
-			return nil
-		},
 		RunE: runE(o, func(_ *cobra.Command, args []string) { o.args = args }),
 	}
 	c.Flags().StringVar(&o.tenant, "tenant", "local", "tenant owning the documents")
@@ -115,6 +114,23 @@ func runBroker(ctx context.Context, stderr io.Writer, g *globals, e *env, tr bro
 				fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s: %v\n", o.JobID, messageNote(o.MessageID), o.Attempt, o.Reason, o.State, o.Err)
 			}
 		}})
+}
+
+// corpusDir is run's default argument: testdata/pdf of a claimcheck clone,
+// the working directory being its root, with its big.pdf made on first
+// use (internal/bigpdf), saying so on stderr since it takes a while.
+func corpusDir(stderr io.Writer) (string, error) {
+	dir := filepath.Join("testdata", "pdf")
+	if _, err := os.Stat(filepath.Join(dir, "SOURCES.md")); err != nil {
+		return "", usagef("run needs files or directories (e.g. claimcheck run ./docs/*.pdf); with none it runs the corpus in testdata/pdf of a claimcheck clone, and %s is not one", filepath.Join(".", dir))
+	}
+	if _, err := os.Stat(filepath.Join(dir, bigpdf.Name)); err != nil {
+		fmt.Fprintf(stderr, "making %s from the corpus (first run only, 40-48 MiB)...\n", filepath.Join(dir, bigpdf.Name))
+		if _, err := bigpdf.Ensure(dir); err != nil {
+			return "", fmt.Errorf("run: make %s: %w", filepath.Join(dir, bigpdf.Name), err)
+		}
+	}
+	return dir, nil
 }
 
 // collectFiles expands the arguments: files as named, directories walked for
@@ -299,6 +315,13 @@ func printRun(w io.Writer, jobs []*runJob, s *runSummary) {
 
 func (o *runOptions) run(ctx context.Context, s streams) error {
 	g, args := o.g, o.args
+	if len(args) == 0 {
+		dir, err := corpusDir(s.err)
+		if err != nil {
+			return err
+		}
+		args = []string{dir}
+	}
 	files, err := collectFiles(args)
 	if err != nil {
 		return err
