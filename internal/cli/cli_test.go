@@ -392,11 +392,12 @@ func TestBadInput(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"missing file", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(dir, "nope.pdf")}, 1, "no such file"},
-		{"directory as file", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", dir}, 1, "not a regular file"},
-		{"empty stdin", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", "-"}, 1, "payload is empty"},
-		{"empty file in run", "", []string{"run", empty}, 1, "is empty"},
-		{"empty file to submit", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", empty}, 1, "payload is empty"},
+		{"missing file", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(dir, "nope.pdf")}, 2, "no such file"},
+		{"directory as file", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", dir}, 2, "not a regular file"},
+		{"empty stdin", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", "-"}, 2, "payload is empty"},
+		{"empty file in run", "", []string{"run", empty}, 2, "is empty"},
+		{"empty file to submit", "", []string{"submit", "--kind", "pdf-info", "--tenant", "acme", empty}, 2, "payload is empty"},
+		{"--exec command's flag without --", "", []string{"work", "--kind", "x1", "--exec", "wc", "-c"}, 2, "put -- before the command"},
 		{"run without arguments", "", []string{"run"}, 2, "needs files"},
 		{"unknown kind to work", "", []string{"work", "--kind", "no-such-kind"}, 2, "no built-in handler"},
 		{"invalid kind", "", []string{"submit", "--kind", "Bad Kind", "--tenant", "acme", "-"}, 2, "kind"},
@@ -410,7 +411,7 @@ func TestBadInput(t *testing.T) {
 		{"negative threshold", "", []string{"--inline-threshold", "-1", "jobs"}, 2, "--inline-threshold"},
 		{"zero concurrency", "", []string{"work", "--kind", "pdf-info", "--concurrency", "0"}, 2, "--concurrency"},
 		{"exec command missing", "", []string{"work", "--kind", "x1", "--exec", "--", "/no/such/command"}, 2, "cannot be run"},
-		{"mem store across commands", "", []string{"--store", "mem://", "submit", "--kind", "x1", "--tenant", "acme", "-"}, 2, "one process"},
+		{"mem store across commands", "x", []string{"--store", "mem://", "submit", "--kind", "x1", "--tenant", "acme", "-"}, 2, "one process"},
 		{"typo in data dir", "", []string{"--data", filepath.Join(dir, "typo"), "jobs"}, 1, "no claimcheck data"},
 		{"keeper not compiled in", "", []string{"--keeper", "gcpkms://projects/p/k", "jobs"}, 2, "compiled in"},
 		{"unknown command", "", []string{"frobnicate"}, 2, "unknown command"},

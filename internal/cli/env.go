@@ -30,6 +30,17 @@ type env struct {
 	pipe   *pipeline.Pipeline
 	data   string
 	keeper *secrets.Keeper
+	// created: this command made the data directory; refused: the
+	// command was refused before it stored anything (refuse), so Close
+	// removes what it made and a refusal leaves the file system as it was.
+	created, refused bool
+}
+
+// refuse marks the command refused before it stored anything and returns
+// err: Close then removes the data directory if this command created it.
+func (e *env) refuse(err error) error {
+	e.refused = true
+	return err
 }
 
 func (e *env) spoolDir() string { return filepath.Join(e.data, "tmp") }
@@ -41,6 +52,9 @@ func (e *env) Close() {
 	}
 	if e.keeper != nil {
 		e.keeper.Close()
+	}
+	if e.refused && e.created {
+		os.RemoveAll(e.data)
 	}
 }
 
@@ -108,28 +122,45 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data directory %q: %w", g.data, err)
 	}
-	if o.noWrites {
+	created := false
+	switch {
+	case o.noWrites && g.database != "" && g.store != "":
+		// The job database and the store are elsewhere (a new host of a
+		// PostgreSQL deployment): a read-only command needs no data
+		// directory, and makes none.
+	case o.noWrites:
 		// A read-only data directory (a snapshot, a backup) is fine:
 		// nothing is written to it.
 		if st, err := os.Stat(data); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("data directory %s holds no claimcheck data (not a directory, or missing): check --data or CLAIMCHECK_DATA", data)
 		}
-	} else if err := ensureWritable(data); err != nil {
+	default:
+		_, err := os.Stat(data)
+		created = errors.Is(err, os.ErrNotExist)
+		if err := ensureWritable(data); err != nil {
+			return nil, err
+		}
+	}
+	// A refusal from here on removes the data directory this command made.
+	undo := func(err error) (*env, error) {
+		if created {
+			os.RemoveAll(data)
+		}
 		return nil, err
 	}
 	var secret []byte
 	if g.secretHex != "" {
 		if secret, err = hex.DecodeString(g.secretHex); err != nil || len(secret) < 16 {
-			return nil, usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)")
+			return undo(usagef("--secret must be at least 16 bytes written in hex (e.g. from: openssl rand -hex 32)"))
 		}
 	}
 	if slices.ContainsFunc(g.stores, func(s storeSpec) bool { return strings.HasPrefix(s.url, "mem://") }) && !o.memOK {
-		return nil, usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store")
+		return undo(usagef("--store mem:// keeps objects only inside one process, so a later command would find every payload missing; use it with run or bench, or use a file:// or s3:// store"))
 	}
 	_, database := g.locations(data)
 	if g.database == "" {
 		if _, err := os.Stat(filepath.Join(data, "claimcheck.db")); o.readOnly && errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data)
+			return undo(fmt.Errorf("no claimcheck data in %s (no job database there): check --data or CLAIMCHECK_DATA, or submit jobs first", data))
 		}
 	}
 	threshold := g.inlineThreshold
@@ -142,16 +173,16 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	}
 	keeper, keyID, err := g.openKeeper(ctx, data, o.readOnly && !o.makeKey)
 	if err != nil {
-		return nil, err
+		return undo(err)
 	}
 	tel, err := g.telemetry(ctx)
 	if err != nil {
 		if keeper != nil {
 			keeper.Close()
 		}
-		return nil, err
+		return undo(err)
 	}
-	e := &env{data: data, keeper: keeper, specs: g.storeSpecs(data)}
+	e := &env{data: data, keeper: keeper, specs: g.storeSpecs(data), created: created}
 	fail := func(err error) (*env, error) {
 		for _, st := range e.stores {
 			st.Close()
@@ -159,7 +190,7 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 		if keeper != nil {
 			keeper.Close()
 		}
-		return nil, err
+		return undo(err)
 	}
 	for _, spec := range e.specs {
 		st, err := claimcheck.OpenStore(ctx, spec.url, &claimcheck.Options{

@@ -59,12 +59,12 @@ func openInput(stdin io.Reader, path string) (io.Reader, string, int64, func(), 
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, "", 0, nil, fmt.Errorf("cannot read %s: %v", path, unwrapPath(err))
+		return nil, "", 0, nil, usagef("cannot read %s: %v", path, unwrapPath(err))
 	}
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, "", 0, nil, fmt.Errorf("cannot read %s: not a regular file (to read a pipe or device, give - and redirect it to standard input)", path)
+		return nil, "", 0, nil, usagef("cannot read %s: not a regular file (to read a pipe or device, give - and redirect it to standard input)", path)
 	}
 	ct := mime.TypeByExtension(filepath.Ext(path))
 	if ct == "" {

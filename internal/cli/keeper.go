@@ -106,7 +106,8 @@ func refuseNewKey(path string, mayCreate func() (string, error)) error {
 	}
 	holds, err := mayCreate()
 	if err != nil {
-		return fmt.Errorf("key file %s does not exist, and whether this deployment holds sealed payloads cannot be checked, so no new key is made: %w", path, err)
+		// The cause leads: the key file is only why it was looked for.
+		return fmt.Errorf("%w (so no new key file %s is made: whether this deployment holds sealed payloads cannot be checked)", err, path)
 	}
 	if holds != "" {
 		return fmt.Errorf("key file %s is missing and %s: restore it from a backup or another host of this deployment (or pass the deployment's key with --keeper base64key://…; `claimcheck keys` prints it where the key is); a new key would make every sealed payload unreadable: %w: %w",

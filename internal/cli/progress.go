@@ -5,9 +5,11 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // progressMin is the payload size, in bytes, from which run and submit show
@@ -20,7 +22,9 @@ type checkInProgress struct {
 	w   io.Writer
 }
 
-// newCheckInProgress returns nil (no bar) below progressMin. The bar's
+// newCheckInProgress returns nil (no bar) below progressMin, and when w is
+// not a terminal: a redirected standard error gets no carriage-return
+// frames. The bar's
 // clock starts here, before the first byte is read: progressbar otherwise
 // starts it at its first render, so the first update divided a whole
 // buffer's bytes by the nanoseconds since that render ("266 GB/s"). The
@@ -28,7 +32,7 @@ type checkInProgress struct {
 // throttle (100 ms), so no rate is ever taken over less than that, except
 // the final one, over the whole check-in.
 func newCheckInProgress(w io.Writer, size int64, what string) *checkInProgress {
-	if size < progressMin {
+	if size < progressMin || !isTerminal(w) {
 		return nil
 	}
 	return &checkInProgress{w: w, bar: progressbar.NewOptions64(size,
@@ -39,6 +43,16 @@ func newCheckInProgress(w io.Writer, size int64, what string) *checkInProgress {
 		progressbar.OptionSetRenderBlankState(true),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
 	)}
+}
+
+// isTerminal says whether w (through the command's syncWriter) is a
+// terminal (golang.org/x/term).
+func isTerminal(w io.Writer) bool {
+	if s, ok := w.(*syncWriter); ok {
+		w = s.w
+	}
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // progress is for claimcheck.CheckInOptions.Progress: n bytes read so far.

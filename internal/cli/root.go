@@ -91,18 +91,32 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "claimcheck:", strings.TrimPrefix(err.Error(), "claimcheck: "))
-		var ue usageError
-		// Bad input refused before anything ran is a usage error: a flag, or
-		// an invalid tenant, name or configuration.
-		if errors.As(err, &ue) || errors.Is(err, claimcheck.ErrConfig) || errors.Is(err, claimcheck.ErrTicketInvalid) ||
-			strings.HasPrefix(err.Error(), "unknown command") {
-			return 2
-		}
-		return 1
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
 	}
-	return 0
+	code := exitCode(err)
+	msg := strings.TrimPrefix(err.Error(), "claimcheck: ")
+	if g.json {
+		// One JSON object on standard error, as --json promises for output.
+		_ = printJSON(stderr, map[string]any{"error": msg, "reason": claimcheck.Reason(err), "permanent": claimcheck.IsPermanent(err), "exit": code})
+	} else {
+		fmt.Fprintln(stderr, "claimcheck:", msg)
+	}
+	return code
+}
+
+// exitCode is Run's exit status for err, the table of docs/guide.md
+// ("Exit status"): 2 for bad input refused before anything ran (a flag, an
+// argument, an input file missing or empty, an invalid tenant, name or
+// configuration), 1 for any other failure.
+func exitCode(err error) int {
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, claimcheck.ErrConfig) || errors.Is(err, claimcheck.ErrTicketInvalid) ||
+		errors.Is(err, errEmptyPayload) || strings.HasPrefix(err.Error(), "unknown command") {
+		return 2
+	}
+	return 1
 }
 
 // syncWriter serialises writes to w.
@@ -143,7 +157,13 @@ in the data directory.`,
 			return g.validate()
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// work --exec wc -c: pflag takes the command's -c for work's own.
+		if f := c.Flags().Lookup("exec"); f != nil && f.Changed && c.ArgsLenAtDash() < 0 {
+			return usagef("%v: if it is the --exec command's flag, put -- before the command: work --kind K --exec -- CMD ARGS...", err)
+		}
+		return usageError{err}
+	})
 	f := root.PersistentFlags()
 	f.StringVar(&g.data, "data", envOr("CLAIMCHECK_DATA", "./claimcheck-data"), "data directory: embedded database, file store, temporary files (env CLAIMCHECK_DATA)")
 	stores := &storeFlag{g: g}

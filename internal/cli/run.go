@@ -134,14 +134,14 @@ func corpusDir(stderr io.Writer) (string, error) {
 }
 
 // collectFiles expands the arguments: files as named, directories walked for
-// *.pdf files, all sorted. A missing or unreadable argument is an error
-// before anything is submitted.
+// *.pdf files, all sorted. A missing, unreadable or empty argument is a
+// usage error (exit 2) before anything is submitted.
 func collectFiles(args []string) ([]string, error) {
 	var files []string
 	for _, a := range args {
 		st, err := os.Stat(a)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read %s: %v", a, unwrapPath(err))
+			return nil, usagef("cannot read %s: %v", a, unwrapPath(err))
 		}
 		if !st.IsDir() {
 			files = append(files, a)
@@ -158,10 +158,10 @@ func collectFiles(args []string) ([]string, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("cannot read directory %s: %v", a, unwrapPath(err))
+			return nil, usagef("cannot read directory %s: %v", a, unwrapPath(err))
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("no *.pdf files under %s", a)
+			return nil, usagef("no *.pdf files under %s", a)
 		}
 		sort.Strings(found)
 		files = append(files, found...)
@@ -169,17 +169,17 @@ func collectFiles(args []string) ([]string, error) {
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read %s: %v", f, unwrapPath(err))
+			return nil, usagef("cannot read %s: %v", f, unwrapPath(err))
 		}
 		st, err := fh.Stat()
 		fh.Close()
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("cannot read %s: %v", f, unwrapPath(err))
+			return nil, usagef("cannot read %s: %v", f, unwrapPath(err))
 		case !st.Mode().IsRegular():
-			return nil, fmt.Errorf("cannot read %s: not a regular file", f)
+			return nil, usagef("cannot read %s: not a regular file", f)
 		case st.Size() == 0:
-			return nil, fmt.Errorf("%s is empty: an empty file is not a PDF; nothing was submitted", f)
+			return nil, usagef("%s is empty: an empty file is not a PDF; nothing was submitted", f)
 		}
 	}
 	return files, nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -217,6 +218,20 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 	if contentType == "" {
 		contentType = ct
 	}
+	// An empty payload is refused before anything is opened or made: a
+	// file by its size, standard input by waiting for its first byte.
+	if !o.allowEmpty && in != nil {
+		switch {
+		case fileSize == 0:
+			return usagef("%s: %v; nothing was stored", o.file, errEmptyPayload)
+		case fileSize < 0:
+			br := bufio.NewReader(in)
+			if _, err := br.Peek(1); err == io.EOF {
+				return usagef("standard input: %v; nothing was stored", errEmptyPayload)
+			}
+			in = br
+		}
+	}
 	e, err := g.open(ctx, openOptions{})
 	if err != nil {
 		return err
@@ -227,7 +242,7 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		return usagef("--store-name %s: no such store: this command has %s; add it with --store %s=URL (or CLAIMCHECK_STORE)", o.storeName, e.storeLabels(), o.storeName)
 	}
 	if err := e.startupChecks(ctx, g, s.err, o.strict); err != nil {
-		return err
+		return e.refuse(err)
 	}
 	// The trace the job carries to its worker (docs/observability.md).
 	_, tp := e.store.Telemetry()

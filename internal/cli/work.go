@@ -157,7 +157,7 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		return usagef("work --broker works the tickets of one store, and this worker has %d (%s): run one worker per store, each with that store as its only --store and its own queue (docs/stores.md, \"Named stores\")", len(e.stores), e.storeLabels())
 	}
 	if err := e.startupChecks(ctx, g, s.err, o.strict); err != nil {
-		return err
+		return e.refuse(err)
 	}
 	if len(e.specs) > 1 || e.specs[0].name != "" {
 		which := "store"
@@ -245,12 +245,15 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 			return err
 		}
 		if n := tally.dead.Load(); n > 0 {
-			return fmt.Errorf("%d messages went to the broker's dead-letter destination (jobs %v); see: claimcheck dead", n, dead)
+			return fmt.Errorf("%s went to the broker's dead-letter destination (jobs %v); see: claimcheck dead", plural(int(n), "message"), dead)
 		}
 		return nil
 	}
 	// Jobs this run sent to the dead letters make the command fail.
 	slices.Sort(dead)
+	if dead == nil {
+		dead = []int64{} // "dead": [] in JSON, not null
+	}
 	if g.json {
 		if err := printJSON(s.out, map[string]any{"kind": kind, "succeeded": done.Load(), "failed": failed.Load(), "dead": dead}); err != nil {
 			return err
@@ -259,7 +262,7 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		fmt.Fprintf(s.out, "worked kind %s: attempts succeeded %d, failed %d; jobs dead %d\n", kind, done.Load(), failed.Load(), len(dead))
 	}
 	if len(dead) > 0 {
-		return fmt.Errorf("%d jobs went to the dead letters (ids %v); see: claimcheck dead", len(dead), dead)
+		return fmt.Errorf("%s went to the dead letters (ids %v); see: claimcheck dead", plural(len(dead), "job"), dead)
 	}
 	return nil
 }

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/internal/testenv"
+)
+
+// tree lists every path under root, for comparing a directory before and
+// after a command.
+func tree(t *testing.T, root string) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
+}
+
+// TestRefusalsCreateNothing: a command refused for bad configuration or
+// bad input exits with its status, leads its message with the cause, and
+// leaves the file system as it was: no data directory, no SQLite file, no
+// store directory, no key file.
+func TestRefusalsCreateNothing(t *testing.T) {
+	root := t.TempDir()
+	empty := filepath.Join(root, "empty.pdf")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(root, "data") // never made
+	submit := []string{"submit", "--kind", "pdf-info", "--tenant", "acme"}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string // the message's cause, which must come first
+		pg   bool   // needs CLAIMCHECK_TEST_DATABASE_URL
+	}{
+		{"unknown store scheme", append([]string{"--store", "s3x://bucket"}, append(submit, "-")...), 2, "s3x", false},
+		{"file store under a missing parent", append([]string{"--store", "file://" + filepath.Join(root, "nonexistent", "objects")}, append(submit, "-")...), 2, "does not exist", false},
+		{"unreachable PostgreSQL", append([]string{"--database", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"}, append(submit, "-")...), 1, "connection refused", false},
+		{"missing input file", append(submit, filepath.Join(root, "nope.pdf")), 2, "no such file", false},
+		{"0-byte input file", append(submit, empty), 2, "payload is empty", false},
+		{"forgotten -- before an --exec command", []string{"work", "--kind", "count", "--exec", "wc", "-c"}, 2, "put -- before the command", false},
+		{"0-byte standard input", append(submit, "-"), 2, "payload is empty", false},
+		{"role that does not exist", append([]string{"--database", "postgres://nosuchuser@127.0.0.1:5432/postgres?sslmode=disable"}, append(submit, "-")...), 0, "nosuchuser", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.pg {
+				testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
+			}
+			before := tree(t, root)
+			b := &cliBundle{t: t, data: data}
+			stdin := "%PDF-1.4 stand-in" // a payload, so that the configuration is what is refused
+			if strings.Contains(c.name, "0-byte standard input") {
+				stdin = ""
+			}
+			r := b.run(stdin, c.args...)
+			if c.code != 0 && r.code != c.code || r.code == 0 {
+				t.Errorf("exit %d, want %d (stderr %q)", r.code, c.code, r.stderr)
+			}
+			msg := strings.TrimPrefix(strings.TrimSpace(r.stderr), "claimcheck: ")
+			if i := strings.Index(msg, c.want); i < 0 || strings.Contains(msg[:i], "key file") {
+				t.Errorf("stderr %q: want the cause %q first", r.stderr, c.want)
+			}
+			if after := tree(t, root); !slices.Equal(before, after) {
+				t.Errorf("the refused command changed the file system:\nbefore %q\nafter  %q", before, after)
+			}
+		})
+	}
+
+	// A read-only command on a new host of a PostgreSQL deployment needs
+	// no data directory and makes none.
+	t.Run("jobs on a new host", func(t *testing.T) {
+		testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
+		db := dbtest.Postgres(t)
+		store := filepath.Join(t.TempDir(), "objects")
+		producer := &cliBundle{t: t, data: filepath.Join(t.TempDir(), "producer")}
+		producer.ok("--database", db, "--store", "file://"+store, "--keeper", "none", "submit", "--kind", "x1", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+		before := tree(t, root)
+		r := (&cliBundle{t: t, data: data}).run("", "--database", db, "--store", "file://"+store, "--keeper", "none", "jobs")
+		if r.code != 0 || !strings.Contains(r.stdout, "x1") {
+			t.Errorf("jobs on a new host: exit %d, stdout %q, stderr %q; want the one job listed", r.code, r.stdout, r.stderr)
+		}
+		if after := tree(t, root); !slices.Equal(before, after) {
+			t.Errorf("jobs changed the file system:\nbefore %q\nafter  %q", before, after)
+		}
+	})
+}
+
+// TestJSONErrors: under --json a refusal is one JSON object on standard
+// error with the message, the reason class and the exit status.
+func TestJSONErrors(t *testing.T) {
+	b := setup(t)
+	r := b.run("", "--json", "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(t.TempDir(), "nope.pdf"))
+	var got struct {
+		Error string `json:"error"`
+		Exit  int    `json:"exit"`
+	}
+	if err := json.Unmarshal([]byte(r.stderr), &got); err != nil || r.code != 2 || got.Exit != 2 || !strings.Contains(got.Error, "no such file") {
+		t.Errorf("--json refusal: exit %d, stderr %q (%v); want a JSON object naming the missing file, exit 2", r.code, r.stderr, err)
+	}
+}
