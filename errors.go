@@ -107,13 +107,18 @@ var (
 //   - ErrArchived: the object is in an archive storage class (S3's
 //     InvalidObjectState, ObjectNotInActiveTierError): it exists, and can
 //     be read once restored.
+//   - ErrNoCredentials: the client found no credentials to sign with
+//     (the AWS SDK's credential chain came up empty: no environment
+//     variables, shared files or instance role).
 //
 // At start-up (Store.CheckBucket, the namespace marker's read and write)
-// ErrNoBucket and ErrWrongRegion are ErrConfig: the store URL is wrong.
+// ErrNoBucket, ErrWrongRegion and ErrNoCredentials are ErrConfig: the store
+// URL or the environment is wrong.
 var (
-	ErrNoBucket    = errors.New("bucket does not exist")
-	ErrWrongRegion = errors.New("wrong region or endpoint for the bucket")
-	ErrArchived    = errors.New("object archived")
+	ErrNoBucket      = errors.New("bucket does not exist")
+	ErrWrongRegion   = errors.New("wrong region or endpoint for the bucket")
+	ErrArchived      = errors.New("object archived")
+	ErrNoCredentials = errors.New("no credentials")
 )
 
 var (
@@ -354,7 +359,8 @@ func Unavailable(what string, err error) error {
 }
 
 // CauseOf returns the cause of err (ErrNoSpace, ErrConnRefused, ErrDNS,
-// ErrTLS, ErrTimeout, ErrNoBucket, ErrWrongRegion or ErrArchived) and a phrase that describes it, naming the
+// ErrTLS, ErrTimeout, ErrNoBucket, ErrWrongRegion, ErrArchived or
+// ErrNoCredentials) and a phrase that describes it, naming the
 // endpoint (host:port) of a network failure and never a path or object
 // key; nil and "" when err's chain tells none.
 func CauseOf(err error) (cause error, description string) { return causeOf(err) }

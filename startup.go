@@ -57,7 +57,7 @@ const startupProbeTenant = "claimcheck-doctor"
 // rather than a store to wait for.
 func startupError(what string, err error) error {
 	e := storeError(what, err, false)
-	if errors.Is(e, ErrNoBucket) || errors.Is(e, ErrWrongRegion) {
+	if errors.Is(e, ErrNoBucket) || errors.Is(e, ErrWrongRegion) || errors.Is(e, ErrNoCredentials) {
 		var ce *classError
 		if errors.As(e, &ce) {
 			return &classError{class: ErrConfig, msg: ce.msg, cause: ce.cause}

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,20 +50,41 @@ func TestRefusalsCreateNothing(t *testing.T) {
 		code int
 		want string // the message's cause, which must come first
 		pg   bool   // needs CLAIMCHECK_TEST_DATABASE_URL
+		s3   bool   // needs CLAIMCHECK_TEST_S3_URL, put in args[1]
+		env  map[string]string
 	}{
-		{"unknown store scheme", append([]string{"--store", "s3x://bucket"}, append(submit, "-")...), 2, "s3x", false},
-		{"file store under a missing parent", append([]string{"--store", "file://" + filepath.Join(root, "nonexistent", "objects")}, append(submit, "-")...), 2, "does not exist", false},
-		{"unreachable PostgreSQL", append([]string{"--database", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"}, append(submit, "-")...), 1, "connection refused", false},
-		{"missing input file", append(submit, filepath.Join(root, "nope.pdf")), 2, "no such file", false},
-		{"0-byte input file", append(submit, empty), 2, "payload is empty", false},
-		{"forgotten -- before an --exec command", []string{"work", "--kind", "count", "--exec", "wc", "-c"}, 2, "put -- before the command", false},
-		{"0-byte standard input", append(submit, "-"), 2, "payload is empty", false},
-		{"role that does not exist", append([]string{"--database", "postgres://nosuchuser@127.0.0.1:5432/postgres?sslmode=disable"}, append(submit, "-")...), 0, "nosuchuser", true},
+		{"unknown store scheme", append([]string{"--store", "s3x://bucket"}, append(submit, "-")...), 2, "s3x", false, false, nil},
+		{"file store under a missing parent", append([]string{"--store", "file://" + filepath.Join(root, "nonexistent", "objects")}, append(submit, "-")...), 2, "does not exist", false, false, nil},
+		{"unreachable PostgreSQL", append([]string{"--database", "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"}, append(submit, "-")...), 1, "connection refused", false, false, nil},
+		{"missing input file", append(submit, filepath.Join(root, "nope.pdf")), 2, "no such file", false, false, nil},
+		{"0-byte input file", append(submit, empty), 2, "payload is empty", false, false, nil},
+		{"forgotten -- before an --exec command", []string{"work", "--kind", "count", "--exec", "wc", "-c"}, 2, "put -- before the command", false, false, nil},
+		{"0-byte standard input", append(submit, "-"), 2, "payload is empty", false, false, nil},
+		{"missing bucket", append([]string{"--store", "%s"}, append(submit, "-")...), 2, "does not exist", false, true, nil},
+		{"missing credentials", append([]string{"--store", "%s"}, append(submit, "-")...), 2, "no AWS credentials", false, true,
+			map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent", "AWS_EC2_METADATA_DISABLED": "true"}},
+		{"role that does not exist", append([]string{"--database", "postgres://nosuchuser@127.0.0.1:5432/postgres?sslmode=disable"}, append(submit, "-")...), 0, "nosuchuser", true, false, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.pg {
 				testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL server, e.g. postgres://postgres@127.0.0.1:5432/claimcheck_test?sslmode=disable")
+			}
+			if c.s3 {
+				s3URL := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
+				if c.name == "missing bucket" {
+					u, err := url.Parse(s3URL)
+					if err != nil {
+						t.Fatal(err)
+					}
+					u.Host = "claimcheck-no-such-bucket"
+					s3URL = u.String()
+				}
+				c.args = slices.Clone(c.args)
+				c.args[1] = s3URL
+			}
+			for k, v := range c.env {
+				t.Setenv(k, v)
 			}
 			before := tree(t, root)
 			b := &cliBundle{t: t, data: data}

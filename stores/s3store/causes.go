@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
@@ -82,7 +83,12 @@ func (c *s3Causes) name(err error, headBucket bool) error {
 		status = re.HTTPStatusCode()
 	}
 	var dns *net.DNSError
+	var signing *v4.SigningError
 	switch {
+	case errors.As(err, &signing) && strings.Contains(signing.Error(), "credentials") ||
+		strings.Contains(err.Error(), "get identity: get credentials:"): // the SDK's auth resolver (service/s3/auth.go) wraps no type
+		return &s3Cause{err: err, code: "ClaimcheckNoCredentials", cause: claimcheck.ErrNoCredentials, desc: fmt.Sprintf(
+			"no AWS credentials to sign requests to bucket %q at %s: none in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the shared files (~/.aws/credentials, AWS_PROFILE) or an instance role: set them where this command runs", c.bucket, c.where())}
 	case errors.As(err, &dns) && !c.pathStyle && c.endpoint != "" && strings.HasPrefix(strings.ToLower(dns.Name), strings.ToLower(c.bucket)+"."):
 		return &s3Cause{err: err, cause: claimcheck.ErrDNS, desc: fmt.Sprintf(
 			"DNS failure: cannot resolve %s: the store URL addresses bucket %q virtual-host style (BUCKET.HOST of %s), which S3-compatible servers rarely serve: add use_path_style=true to the store URL",

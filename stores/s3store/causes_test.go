@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -42,6 +43,8 @@ func TestS3CausesNamed(t *testing.T) {
 		{"InvalidObjectState", api("InvalidObjectState", "The operation is not valid for the object's storage class", 403), claimcheck.ErrArchived, "archive storage class (InvalidObjectState)"},
 		{"ObjectNotInActiveTierError", api("ObjectNotInActiveTierError", "", 403), claimcheck.ErrArchived, "restored"},
 		{"NoSuchBucket", api("NoSuchBucket", "The specified bucket does not exist", 404), claimcheck.ErrNoBucket, `bucket "jobs" does not exist at AWS S3`},
+		{"no credentials (identity resolver)", &smithy.OperationError{ServiceID: "S3", OperationName: "ListObjectsV2", Err: errors.New("get identity: get credentials: failed to refresh cached credentials, no EC2 IMDS role found")}, claimcheck.ErrNoCredentials, "AWS_ACCESS_KEY_ID"},
+		{"no credentials", &smithy.OperationError{ServiceID: "S3", OperationName: "HeadBucket", Err: &v4.SigningError{Err: errors.New("failed to retrieve credentials: no EC2 IMDS role found")}}, claimcheck.ErrNoCredentials, "no AWS credentials"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.name(tc.err, false)
