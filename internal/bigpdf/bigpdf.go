@@ -1,4 +1,5 @@
-// Package bigpdf makes big.pdf, the large document of testdata/pdf, on
+// Package bigpdf makes big.pdf (for internal/tools/mkbigpdf only: the
+// command and the tests run that tool through package corpus), the large document of testdata/pdf, on
 // first use instead of shipping it in the module (which everyone who runs
 // `go get` would download): one valid PDF of 40–48 MiB (10,515 pages)
 // merged from the corpus PDFs beside it — octave.pdf nine times, then
@@ -19,18 +20,17 @@ import (
 
 	"github.com/pdfcpu/pdfcpu/pkg/api"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
+
+	"github.com/claimcheck/claimcheck/internal/corpus"
 )
 
-// Name is the file Ensure makes.
-const Name = "big.pdf"
-
-// Pages is the page count of the merged document.
-const Pages = 10515
-
-// Size bounds, in bytes: 40 MiB and 48 MiB.
+// The document's name, pages and size bounds (package corpus, which the
+// command and the tests use to have it made by internal/tools/mkbigpdf).
 const (
-	MinSize = 40 << 20
-	MaxSize = 48 << 20
+	Name    = corpus.BigName
+	Pages   = corpus.BigPages
+	MinSize = corpus.BigMinSize
+	MaxSize = corpus.BigMaxSize
 )
 
 // copies of octave.pdf in the merge: what puts the size within the bounds.

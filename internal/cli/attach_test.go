@@ -22,7 +22,7 @@ func consignmentArgs(t *testing.T) ([]string, map[string]string) {
 		{"commercial-invoice.pdf", "refcard-a4.pdf"},
 		{"customs-declaration.pdf", "bash.pdf"},
 	} {
-		path := filepath.Join(corpus, c.file)
+		path := filepath.Join(corpusPath, c.file)
 		args = append(args, "--attach", c.name+"="+path)
 		sums[c.name] = sha256File(t, path)
 	}
@@ -135,7 +135,7 @@ func TestAttachmentMissing(t *testing.T) {
 func TestSubmitAttachmentsBadInput(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	pdf := filepath.Join(corpus, "pixel.pdf")
+	pdf := filepath.Join(corpusPath, "pixel.pdf")
 	empty := filepath.Join(t.TempDir(), "empty.pdf")
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestSubmitAttachmentsBadInput(t *testing.T) {
 			t.Errorf("submit %v: exit %d, want 2 saying %q\n%s", tc.args, r.code, tc.want, r.stderr)
 		}
 	}
-	r := b.run("", "submit", "--kind", "customs", "--tenant", "acme", "--attach", "label.pdf="+filepath.Join(corpus, "no-such.pdf"))
+	r := b.run("", "submit", "--kind", "customs", "--tenant", "acme", "--attach", "label.pdf="+filepath.Join(corpusPath, "no-such.pdf"))
 	if r.code == 0 || !strings.Contains(r.stderr, "--attach label.pdf") {
 		t.Errorf("a missing attachment file: exit %d\n%s", r.code, r.stderr)
 	}
@@ -194,7 +194,7 @@ func TestBrokerAttachments(t *testing.T) {
 			if err := os.WriteFile(decl, []byte("%PDF-1.4 customs declaration 7\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			gone := b.submit("--broker", u, "--kind", "customs", "--tenant", "acme", "--attach", "label.pdf="+filepath.Join(corpus, "pixel.pdf"), "--attach", "customs-declaration.pdf="+decl)
+			gone := b.submit("--broker", u, "--kind", "customs", "--tenant", "acme", "--attach", "label.pdf="+filepath.Join(corpusPath, "pixel.pdf"), "--attach", "customs-declaration.pdf="+decl)
 			var in inspection
 			if err := json.Unmarshal([]byte(b.ok("inspect", "--json", "--reveal", strconv.FormatInt(gone.ID, 10))), &in); err != nil {
 				t.Fatal(err)

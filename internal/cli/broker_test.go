@@ -65,7 +65,7 @@ func TestRunBroker(t *testing.T) {
 			b := setup(t)
 			args := []string{"--broker", u, "run", "--json"}
 			for _, f := range files {
-				args = append(args, filepath.Join(corpus, f))
+				args = append(args, filepath.Join(corpusPath, f))
 			}
 			var out struct {
 				Jobs []struct {
@@ -117,8 +117,8 @@ func TestBrokerMissingPayloadDeadOnFirstAttempt(t *testing.T) {
 			t.Parallel()
 			u := bc.url(t)
 			b := setup(t)
-			gone := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
-			kept := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "refcard-a4.pdf"))
+			gone := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
+			kept := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpusPath, "refcard-a4.pdf"))
 			goneKey := b.payloadKey(gone.ID)
 			removed := 0
 			for key, path := range b.objects() {
@@ -184,7 +184,7 @@ func TestWorkAWSPointer(t *testing.T) {
 			u := bc.url(t)
 			b := setup(t)
 			b.ok("migrate") // creates the data directory and its file store
-			pdf, err := os.ReadFile(filepath.Join(corpus, "refcard-a4.pdf"))
+			pdf, err := os.ReadFile(filepath.Join(corpusPath, "refcard-a4.pdf"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,13 +237,13 @@ func TestWorkDeleteOnAck(t *testing.T) {
 	bc := brokers[0]
 	u := bc.url(t)
 	b := setup(t)
-	first := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	first := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
 	firstKey := b.payloadKey(first.ID)
 	b.ok("--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s")
 	if _, ok := b.objects()[firstKey]; !ok {
 		t.Fatalf("without --delete-on-ack the payload must stay: %v", b.objects())
 	}
-	second := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "refcard-a4.pdf"))
+	second := b.submit("--broker", u, "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpusPath, "refcard-a4.pdf"))
 	secondKey := b.payloadKey(second.ID)
 	b.ok("--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s", "--delete-on-ack")
 	if _, ok := b.objects()[secondKey]; ok {
@@ -262,7 +262,7 @@ func TestBrokerBadInput(t *testing.T) {
 	t.Parallel()
 	u := brokers[0].url(t)
 	b := setup(t)
-	file := filepath.Join(corpus, "pixel.pdf")
+	file := filepath.Join(corpusPath, "pixel.pdf")
 	for _, bad := range []string{"kafka://127.0.0.1:9092/?topic=x", "amqp://guest:guest@127.0.0.1:5672/", strings.Replace(u, "?queue=", "?bogus=1&queue=", 1), "not a url"} {
 		r := b.run("", "--broker", bad, "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", file)
 		if r.code != 2 || strings.Contains(r.stderr, "guest:guest") {
@@ -313,7 +313,7 @@ func TestWorkUntilEmptyLetsHandlersFinish(t *testing.T) {
 	t.Parallel()
 	u := brokers[0].url(t)
 	b := setup(t)
-	b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 	r := b.run("", "--broker", u, "work", "--kind", "slow", "--until-empty", "--idle", "500ms", "--exec", "--", "sh", "-c", "sleep 3; wc -c")
 	if r.code != 0 || !strings.Contains(r.stdout, "succeeded 1, retried 0") {
 		t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -327,7 +327,7 @@ func TestBrokerMaxAttemptsFromSubmit(t *testing.T) {
 	t.Parallel()
 	u := brokers[0].url(t)
 	b := setup(t)
-	j := b.submit("--broker", u, "--max-attempts", "2", "--kind", "flaky", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	j := b.submit("--broker", u, "--max-attempts", "2", "--kind", "flaky", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 	r := b.run("", "--broker", u, "work", "--kind", "flaky", "--until-empty", "--idle", "3s", "--exec", "--", "sh", "-c", "exit 1")
 	if r.code != 1 || !strings.Contains(r.stdout, "retried 1, dead-lettered 1") {
 		t.Fatalf("work: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -346,7 +346,7 @@ func TestWorkInterruptDrains(t *testing.T) {
 	t.Parallel()
 	u := brokers[0].url(t)
 	b := setup(t)
-	b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(1500*time.Millisecond, cancel)
 	var out, errOut strings.Builder

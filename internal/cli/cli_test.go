@@ -23,11 +23,11 @@ import (
 	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
-const corpus = "../../testdata/pdf"
+const corpusPath = "../../testdata/pdf"
 
 // ensureBigPDF makes corpus/big.pdf (43 MiB, 10,515 pages), which the
 // module does not ship, unless it is there.
-func ensureBigPDF(t *testing.T) { testenv.BigPDF(t, corpus) }
+func ensureBigPDF(t *testing.T) { testenv.BigPDF(t, corpusPath) }
 
 // cliBundle is one data directory and a way to run commands against it.
 type cliBundle struct {
@@ -176,7 +176,7 @@ func TestRunCorpus(t *testing.T) {
 		} `json:"jobs"`
 		Summary runSummary `json:"summary"`
 	}
-	if err := json.Unmarshal([]byte(b.ok("run", "--json", corpus)), &out); err != nil {
+	if err := json.Unmarshal([]byte(b.ok("run", "--json", corpusPath)), &out); err != nil {
 		t.Fatal(err)
 	}
 	wantPages := map[string]int{"TeXShopAndAsymptote.pdf": 2, "bash.pdf": 87, "big.pdf": bigpdf.Pages, "octave.pdf": 1158, "pixel.pdf": 1, "refcard-a4.pdf": 3}
@@ -226,7 +226,7 @@ func TestRunCorpus(t *testing.T) {
 func TestDeletedObjectIsDeadOnFirstAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	j := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	j := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
 	objs := b.objects()
 	if len(objs) != 1 {
 		t.Fatalf("want 1 object after submit, have %v", objs)
@@ -252,7 +252,7 @@ func TestDeletedObjectIsDeadOnFirstAttempt(t *testing.T) {
 func TestFlippedByteIsCorruptAndHandlerNeverRuns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	j := b.submit("--kind", "convert", "--tenant", "acme", filepath.Join(corpus, "refcard-a4.pdf"))
+	j := b.submit("--kind", "convert", "--tenant", "acme", filepath.Join(corpusPath, "refcard-a4.pdf"))
 	for _, p := range b.objects() {
 		raw, err := os.ReadFile(p)
 		if err != nil {
@@ -279,7 +279,7 @@ func TestFlippedByteIsCorruptAndHandlerNeverRuns(t *testing.T) {
 func TestExecHandler(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	in := filepath.Join(corpus, "TeXShopAndAsymptote.pdf")
+	in := filepath.Join(corpusPath, "TeXShopAndAsymptote.pdf")
 	good := b.submit("--kind", "count", "--tenant", "acme", in)
 	b.ok("work", "--kind", "count", "--until-empty", "--exec", "--", "sh", "-c", "wc -c | tr -d ' '")
 	if got := strings.TrimSpace(b.ok("result", strconv.FormatInt(good.ID, 10))); got != "80883" {
@@ -319,7 +319,7 @@ func TestExecHandler(t *testing.T) {
 func TestIdempotentSubmit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	f := filepath.Join(corpus, "bash.pdf")
+	f := filepath.Join(corpusPath, "bash.pdf")
 	first := b.submit("--kind", "pdf-info", "--tenant", "acme", "--idempotency-key", "order-42", f)
 	second := b.submit("--kind", "pdf-info", "--tenant", "acme", "--idempotency-key", "order-42", f)
 	if second.ID != first.ID || !second.Duplicate || first.Duplicate {
@@ -343,7 +343,7 @@ func TestIdempotentSubmit(t *testing.T) {
 func TestSaltedKeysDifferPerTenant(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	f := filepath.Join(corpus, "bash.pdf")
+	f := filepath.Join(corpusPath, "bash.pdf")
 	secret := strings.Repeat("ab", 32)
 	b.ok("--secret", secret, "submit", "--kind", "pdf-info", "--tenant", "alpha", f)
 	b.ok("--secret", secret, "submit", "--kind", "pdf-info", "--tenant", "beta", f)
@@ -375,7 +375,7 @@ func TestSaltedKeysDifferPerTenant(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	keep := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "octave.pdf"))
+	keep := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpusPath, "octave.pdf"))
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.pdf")
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
@@ -463,7 +463,7 @@ func TestUnwritableDataDirectory(t *testing.T) {
 func TestInspectRedacts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	f := filepath.Join(corpus, "bash.pdf")
+	f := filepath.Join(corpusPath, "bash.pdf")
 	j := b.submit("--kind", "pdf-info", "--tenant", "acme", f)
 	out := b.ok("inspect", strconv.FormatInt(j.ID, 10))
 	digest := sha256File(t, f)
@@ -604,9 +604,9 @@ func TestRedaction(t *testing.T) {
 func TestDeadLetterTools(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	gone := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
-	kept := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpus, "refcard-a4.pdf"))
-	inline := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	gone := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
+	kept := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpusPath, "refcard-a4.pdf"))
+	inline := b.submit("--kind", "reject", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 	b.dead("work", "--kind", "reject", "--until-empty", "--exec", "--", "sh", "-c", "cat >/dev/null; exit 65")
 	var in inspection
 	if err := json.Unmarshal([]byte(b.ok("inspect", "--json", "--reveal", strconv.FormatInt(gone.ID, 10))), &in); err != nil {

@@ -422,7 +422,7 @@ func TestConsoleRefusesOtherHosts(t *testing.T) {
 		return
 	}
 	b := setup(t)
-	b.submit("--kind", "echo", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	b.submit("--kind", "echo", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 	base := b.serveConsole("0.0.0.0:0")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	from := func(local string) *http.Client {

@@ -334,7 +334,7 @@ func (b *cliBundle) deleteObjects(tenant string) int {
 func TestVerifyCommandEmbedded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	dead := b.makeDead(nil, "render", "acme", filepath.Join(corpus, "bash.pdf"))
+	dead := b.makeDead(nil, "render", "acme", filepath.Join(corpusPath, "bash.pdf"))
 
 	r := b.opsx("verify")
 	t.Logf("claimcheck verify (embedded default)\n%s%s", r.stdout, r.stderr)
@@ -396,7 +396,7 @@ func TestVerifyCommandS3(t *testing.T) {
 	store, _ := s3TestBucket(t, "verify")
 	b := setup(t)
 	global := []string{"--store", store, "--database", testDatabase(t)}
-	dead := b.makeDead(global, "render", "acme", filepath.Join(corpus, "bash.pdf"))
+	dead := b.makeDead(global, "render", "acme", filepath.Join(corpusPath, "bash.pdf"))
 	r := b.opsx(append(global, "verify")...)
 	t.Logf("claimcheck verify on S3 (%s): exit %d\n%s%s", strings.Split(global[3], "?")[0], r.code, r.stdout, r.stderr)
 	if r.code != 0 {
@@ -414,8 +414,8 @@ func TestVerifyCommandS3(t *testing.T) {
 func TestReplayRefusesExpiredPayload(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	present := b.makeDead(nil, "render", "keep", filepath.Join(corpus, "bash.pdf"))
-	expired := b.makeDead(nil, "render", "gone", filepath.Join(corpus, "refcard-a4.pdf"))
+	present := b.makeDead(nil, "render", "keep", filepath.Join(corpusPath, "bash.pdf"))
+	expired := b.makeDead(nil, "render", "gone", filepath.Join(corpusPath, "refcard-a4.pdf"))
 	small := filepath.Join(t.TempDir(), "small.txt")
 	if err := os.WriteFile(small, []byte("a small payload, inline in its ticket"), 0o600); err != nil {
 		t.Fatal(err)

@@ -75,7 +75,7 @@ func TestRunCorpusGCS(t *testing.T) {
 	t.Parallel()
 	var files []string
 	for _, name := range []string{"TeXShopAndAsymptote.pdf", "bash.pdf", "octave.pdf", "pixel.pdf", "refcard-a4.pdf"} {
-		files = append(files, filepath.Join(corpus, name))
+		files = append(files, filepath.Join(corpusPath, name))
 	}
 	store := withParams(t, gcsURL, url.Values{"prefix": {"run" + strconv.FormatInt(time.Now().UnixNano(), 36) + "/"}})
 	defJobs, defResults, defSum := setup(t).runOn(files)

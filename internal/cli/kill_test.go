@@ -111,7 +111,7 @@ func TestKilledWorkerLeavesNoGrandchild(t *testing.T) {
 	b := setup(t)
 	dir := t.TempDir()
 	shPid, childPid := filepath.Join(dir, "sh"), filepath.Join(dir, "child")
-	j := b.submit("--kind", "stuck", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	j := b.submit("--kind", "stuck", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 	w := b.start("work", "--kind", "stuck", "--exec", "--", "sh", "-c",
 		"echo $$ > "+shPid+"; sleep 300 & echo $! > "+childPid+".tmp; mv "+childPid+".tmp "+childPid+"; wait")
 	waitFile(t, childPid)
@@ -173,7 +173,7 @@ func TestKilledWorkerJobRunsAgain(t *testing.T) {
 			global := src.flags(t)
 			runs := filepath.Join(t.TempDir(), "runs")
 			handler := []string{"--exec", "--", "sh", "-c", `echo "$CLAIMCHECK_ATTEMPT" >> ` + runs + `; sleep 600; cat`}
-			b.submit(append(global, "--kind", "crash", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))...)
+			b.submit(append(global, "--kind", "crash", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))...)
 			w := b.start(append(global, append([]string{"work", "--kind", "crash"}, handler...)...)...)
 			waitLines(t, runs, 1, time.Minute)
 			w.kill9(t)

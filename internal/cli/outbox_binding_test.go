@@ -29,7 +29,7 @@ func TestOutboxEntryBoundToItsBroker(t *testing.T) {
 	proxy.Cut()
 
 	b := setup(t)
-	f := filepath.Join(corpus, "pixel.pdf")
+	f := filepath.Join(corpusPath, "pixel.pdf")
 	r := b.run("", "--broker", via, "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", f)
 	if r.code != 0 || !strings.Contains(r.stderr, "kept in the outbox") {
 		t.Fatalf("submit to an unreachable RabbitMQ: exit %d, want 0 with the entry kept in the outbox\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -46,7 +46,7 @@ func TestOutboxEntryBoundToItsBroker(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "succeeded 0") {
 		t.Fatalf("a NATS worker found something: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
-	r = b.run("", "--broker", nats, "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	r = b.run("", "--broker", nats, "submit", "--kind", pdfinfo.Kind, "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
 	if r.code != 2 || !strings.Contains(r.stderr, `destination "default" is bound to broker `+bound) || !strings.Contains(r.stderr, "nothing was stored") {
 		t.Fatalf("submit for NATS to RabbitMQ's destination: exit %d, want 2 naming the binding\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}

@@ -19,8 +19,8 @@ import (
 func TestJobsLimitSince(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	first := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
-	second := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+	first := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
+	second := b.submit("--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 	var created []struct {
 		ID        int64     `json:"id"`
 		CreatedAt time.Time `json:"created_at"`
@@ -163,7 +163,7 @@ func TestSubmitProgress(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "check in big.bin") || !strings.Contains(r.stderr, "100%") || len(rates(t, r.stderr)) == 0 {
 		t.Fatalf("submit of 9 MiB: exit %d, want a bar reaching 100%% with a rate on stderr:\n%q", r.code, r.stderr)
 	}
-	r = b.run("", "submit", "--kind", "blob", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	r = b.run("", "submit", "--kind", "blob", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
 	if r.code != 0 || strings.Contains(r.stderr, "check in") {
 		t.Fatalf("submit of a small file: exit %d, want no bar:\n%q", r.code, r.stderr)
 	}

@@ -46,9 +46,9 @@ func treeState(t *testing.T, root string) map[string]string {
 func TestReadOnlyDataDirectory(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	done := b.submit("--kind", "pdf-info", "--tenant", "acme", "--always-offload", filepath.Join(corpus, "pixel.pdf"))
+	done := b.submit("--kind", "pdf-info", "--tenant", "acme", "--always-offload", filepath.Join(corpusPath, "pixel.pdf"))
 	b.ok("work", "--kind", "pdf-info", "--until-empty")
-	dead := b.submit("--kind", "fails", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	dead := b.submit("--kind", "fails", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
 	b.dead("work", "--kind", "fails", "--until-empty", "--exec", "--", "sh", "-c", "exit 65")
 
 	ro := filepath.Join(t.TempDir(), "snapshot")

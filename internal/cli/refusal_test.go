@@ -113,7 +113,7 @@ func TestRefusalsCreateNothing(t *testing.T) {
 		db := dbtest.Postgres(t)
 		store := filepath.Join(t.TempDir(), "objects")
 		producer := &cliBundle{t: t, data: filepath.Join(t.TempDir(), "producer")}
-		producer.ok("--database", db, "--store", "file://"+store, "--keeper", "none", "submit", "--kind", "x1", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+		producer.ok("--database", db, "--store", "file://"+store, "--keeper", "none", "submit", "--kind", "x1", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 		before := tree(t, root)
 		r := (&cliBundle{t: t, data: data}).run("", "--database", db, "--store", "file://"+store, "--keeper", "none", "jobs")
 		if r.code != 0 || !strings.Contains(r.stdout, "x1") {

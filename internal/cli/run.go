@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,7 +18,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
-	"github.com/claimcheck/claimcheck/internal/bigpdf"
+	"github.com/claimcheck/claimcheck/internal/corpus"
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
@@ -117,17 +118,21 @@ func runBroker(ctx context.Context, stderr io.Writer, g *globals, e *env, tr bro
 }
 
 // corpusDir is run's default argument: testdata/pdf of a claimcheck clone,
-// the working directory being its root, with its big.pdf made on first
-// use (internal/bigpdf), saying so on stderr since it takes a while.
+// the working directory being its root, with its big.pdf made on first use
+// (corpus.EnsureBig), saying so on stderr since it takes a while. Where the
+// go command is missing, run goes on without big.pdf and says so.
 func corpusDir(stderr io.Writer) (string, error) {
-	dir := filepath.Join("testdata", "pdf")
+	dir := corpus.Dir
 	if _, err := os.Stat(filepath.Join(dir, "SOURCES.md")); err != nil {
 		return "", usagef("run needs files or directories (e.g. claimcheck run ./docs/*.pdf); with none it runs the corpus in testdata/pdf of a claimcheck clone, and %s is not one", filepath.Join(".", dir))
 	}
-	if _, err := os.Stat(filepath.Join(dir, bigpdf.Name)); err != nil {
-		fmt.Fprintf(stderr, "making %s from the corpus (first run only, 40-48 MiB)...\n", filepath.Join(dir, bigpdf.Name))
-		if _, err := bigpdf.Ensure(dir); err != nil {
-			return "", fmt.Errorf("run: make %s: %w", filepath.Join(dir, bigpdf.Name), err)
+	big := filepath.Join(dir, corpus.BigName)
+	if _, err := os.Stat(big); err != nil {
+		fmt.Fprintf(stderr, "making %s from the corpus (first run only, about a minute)...\n", big)
+		if _, err := corpus.EnsureBig(".", dir); errors.Is(err, corpus.ErrNoGo) {
+			fmt.Fprintf(stderr, "claimcheck: warning: %v: running the corpus without %s\n", err, big)
+		} else if err != nil {
+			return "", fmt.Errorf("run: %w", err)
 		}
 	}
 	return dir, nil

@@ -51,7 +51,7 @@ func TestScaleOutEndToEnd(t *testing.T) {
 
 	// 1. The main job, on S3 (+ PostgreSQL): the same pages as on the
 	// embedded default (TestRunCorpus).
-	r := run(ctx, "run", "--json", "--tenant", tenant, corpus)
+	r := run(ctx, "run", "--json", "--tenant", tenant, corpusPath)
 	if r.code != 0 {
 		t.Fatalf("run on S3: exit %d\n%s", r.code, r.stderr)
 	}
@@ -84,7 +84,7 @@ func TestScaleOutEndToEnd(t *testing.T) {
 		}
 		return j.ID
 	}
-	gone := submit("gone", filepath.Join(corpus, "bash.pdf"))
+	gone := submit("gone", filepath.Join(corpusPath, "bash.pdf"))
 	var in struct {
 		Payload struct {
 			Key string `json:"key"`
@@ -113,7 +113,7 @@ func TestScaleOutEndToEnd(t *testing.T) {
 	// 3. Wrong credentials: refused at start-up, where the namespace's
 	// ownership marker is read, as access denied; the job is left waiting,
 	// never dead-lettered as missing.
-	denied := submit("denied", filepath.Join(corpus, "refcard-a4.pdf"))
+	denied := submit("denied", filepath.Join(corpusPath, "refcard-a4.pdf"))
 	secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
 	wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)

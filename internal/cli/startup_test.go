@@ -26,7 +26,7 @@ func TestStartupBucketChecks(t *testing.T) {
 	missing := *u
 	missing.Host = u.Host + "-nope"
 	b := setup(t)
-	f := filepath.Join(corpus, "pixel.pdf")
+	f := filepath.Join(corpusPath, "pixel.pdf")
 	for _, args := range [][]string{
 		{"--store", missing.String(), "work", "--kind", "pdf-info", "--until-empty"},
 		{"--store", missing.String(), "submit", "--kind", "pdf-info", "--tenant", "acme", f},
@@ -72,7 +72,7 @@ func TestStartupRetentionCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := setup(t)
-	f := filepath.Join(corpus, "pixel.pdf")
+	f := filepath.Join(corpusPath, "pixel.pdf")
 	want := `rule "payloads-7d", on "payloads/", expires objects after 7 days, but objects under payloads/ must live 23 days`
 
 	r := b.run("", "--store", store, "submit", "--kind", "pdf-info", "--tenant", "acme", "--always-offload", f)
@@ -80,7 +80,7 @@ func TestStartupRetentionCheck(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "warning: bucket "+u.Host+": "+want) {
 		t.Fatalf("submit on a 7-day payload expiry: exit %d, want 0 with a warning\nstderr: %s", r.code, r.stderr)
 	}
-	r = b.run("", "--store", store, "submit", "--strict", "--kind", "pdf-info", "--tenant", "acme", "--always-offload", filepath.Join(corpus, "bash.pdf"))
+	r = b.run("", "--store", store, "submit", "--strict", "--kind", "pdf-info", "--tenant", "acme", "--always-offload", filepath.Join(corpusPath, "bash.pdf"))
 	t.Logf("submit --strict: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
 	if r.code != 2 || !strings.Contains(r.stderr, "refusing to start (--strict)") || !strings.Contains(r.stderr, want) {
 		t.Fatalf("submit --strict: exit %d, want 2 naming the rule\nstderr: %s", r.code, r.stderr)

@@ -42,11 +42,11 @@ func TestNamedStoresCLI(t *testing.T) {
 
 		submit := func(store, file string) jobJSON {
 			t.Helper()
-			return b.submit(slices.Concat(both, []string{"--kind", "docs", "--tenant", "acme", "--store-name", store, filepath.Join(corpus, file)})...)
+			return b.submit(slices.Concat(both, []string{"--kind", "docs", "--tenant", "acme", "--store-name", store, filepath.Join(corpusPath, file)})...)
 		}
 		euJob := submit("eu", "pixel.pdf")
 		usJob := submit("us", "refcard-a4.pdf")
-		r := b.run("", append(both, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpus, "bash.pdf"))...)
+		r := b.run("", append(both, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpusPath, "bash.pdf"))...)
 		if r.code != 0 || !strings.Contains(r.stdout, "store=us") {
 			t.Fatalf("submit --store-name us: exit %d, want the store named\n%s%s", r.code, r.stdout, r.stderr)
 		}
@@ -165,7 +165,7 @@ func TestNamedStoresCLI(t *testing.T) {
 
 		// A store the command lacks, and a broker worker of two stores,
 		// are usage errors.
-		r = b.run("", append(euOnly, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpus, "pixel.pdf"))...)
+		r = b.run("", append(euOnly, "submit", "--kind", "docs", "--tenant", "acme", "--store-name", "us", filepath.Join(corpusPath, "pixel.pdf"))...)
 		if r.code != 2 || !strings.Contains(r.stderr, `--store-name us: no such store`) || !strings.Contains(r.stderr, "--store us=URL") {
 			t.Fatalf("submit --store-name of a store not configured: exit %d\n%s", r.code, r.stderr)
 		}

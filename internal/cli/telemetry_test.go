@@ -97,7 +97,7 @@ func TestMetricsRun(t *testing.T) {
 	t.Parallel()
 	ctx, srv := metricsServer(t)
 
-	entries, err := os.ReadDir(corpus)
+	entries, err := os.ReadDir(corpusPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestMetricsRun(t *testing.T) {
 	var bytesIn int64
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), ".pdf") {
-			st, err := os.Stat(filepath.Join(corpus, e.Name()))
+			st, err := os.Stat(filepath.Join(corpusPath, e.Name()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestMetricsRun(t *testing.T) {
 	}
 	before := scrape(t, srv.URL+"/metrics")
 	b := setup(t)
-	if r := b.runWith(ctx, "run", corpus); r.code != 0 {
+	if r := b.runWith(ctx, "run", corpusPath); r.code != 0 {
 		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	after := scrape(t, srv.URL+"/metrics")
@@ -153,7 +153,7 @@ func TestMetricsRun(t *testing.T) {
 
 	// A forced payload-missing: its object deleted before it is worked.
 	d := setup(t)
-	if r := d.runWith(ctx, "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "bash.pdf")); r.code != 0 {
+	if r := d.runWith(ctx, "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf")); r.code != 0 {
 		t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
 	}
 	for _, p := range d.objects() {
@@ -297,7 +297,7 @@ func TestJobLogLine(t *testing.T) {
 	const kind = "logline"
 	ok := b.run("ok-payload-marker-1", "submit", "--json", "--kind", kind, "--tenant", "acme", "-")
 	flaky := b.run("fail-payload-marker-2", "submit", "--json", "--kind", kind, "--tenant", "acme", "--max-attempts", "2", "-")
-	gone := b.submit("--kind", kind, "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+	gone := b.submit("--kind", kind, "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
 	if ok.code != 0 || flaky.code != 0 {
 		t.Fatalf("submit: %+v %+v", ok, flaky)
 	}
@@ -353,7 +353,7 @@ func TestMetricsSweep(t *testing.T) {
 	t.Parallel()
 	ctx, srv := metricsServer(t)
 	b := setup(t)
-	if r := b.runWith(ctx, "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpus, "bash.pdf")); r.code != 0 {
+	if r := b.runWith(ctx, "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf")); r.code != 0 {
 		t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
 	}
 	stray := filepath.Join(b.data, "objects", claimcheck.PrefixPayloads, "acme", "stray-object")

@@ -13,7 +13,7 @@ import (
 func TestWorkTenantLeavesOtherTenants(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	f := filepath.Join(corpus, "pixel.pdf")
+	f := filepath.Join(corpusPath, "pixel.pdf")
 	acme := b.submit("--kind", "pdf-info", "--tenant", "acme", "--always-offload", f)
 	globex := b.submit("--kind", "pdf-info", "--tenant", "globex", "--always-offload", f)
 

@@ -39,7 +39,7 @@ func TestRunNoArguments(t *testing.T) {
 	if err := os.MkdirAll(pdfs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pixel, err := os.ReadFile(filepath.Join(corpus, "pixel.pdf"))
+	pixel, err := os.ReadFile(filepath.Join(corpusPath, "pixel.pdf"))
 	if err != nil {
 		t.Fatal(err)
 	}

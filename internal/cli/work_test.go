@@ -67,7 +67,7 @@ func TestWorkDrainsOnSignal(t *testing.T) {
 			db := []string{"--database", newDB(t)}
 			mark := filepath.Join(t.TempDir(), "started")
 			handler := []string{"--exec", "--", "sh", "-c", "touch " + mark + "; sleep 8; cat"}
-			j := b.submit(append(db, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "TeXShopAndAsymptote.pdf"))...)
+			j := b.submit(append(db, "--kind", "slow", "--tenant", "acme", filepath.Join(corpusPath, "TeXShopAndAsymptote.pdf"))...)
 
 			ctx, cancel := context.WithCancel(context.Background())
 			wait := b.bg(ctx, append(db, append([]string{"work", "--kind", "slow"}, handler...)...)...)
@@ -82,7 +82,7 @@ func TestWorkDrainsOnSignal(t *testing.T) {
 			}
 
 			os.Remove(mark)
-			j = b.submit(append(db, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "TeXShopAndAsymptote.pdf"))...)
+			j = b.submit(append(db, "--kind", "slow", "--tenant", "acme", filepath.Join(corpusPath, "TeXShopAndAsymptote.pdf"))...)
 			ctx, cancel = context.WithCancel(context.Background())
 			wait = b.bg(ctx, append(db, append([]string{"work", "--kind", "slow", "--drain-timeout", "2s"}, handler...)...)...)
 			waitFile(t, mark)
@@ -113,7 +113,7 @@ func TestWorkSecondSignalEndsProcessGroup(t *testing.T) {
 	b := setup(t)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
-	j := b.submit("--kind", "stuck", "--tenant", "acme", filepath.Join(corpus, "TeXShopAndAsymptote.pdf"))
+	j := b.submit("--kind", "stuck", "--tenant", "acme", filepath.Join(corpusPath, "TeXShopAndAsymptote.pdf"))
 	ctx, cancel := context.WithCancel(context.Background())
 	actx, ab := withAbort(ctx)
 	wait := b.bg(actx, "work", "--kind", "stuck", "--exec", "--", "sh", "-c", "sleep 300 & echo $! > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; wait")
@@ -148,7 +148,7 @@ func TestWorkSecondSignalEndsProcessGroup(t *testing.T) {
 // the attempt's error: dead, dead --json and inspect show them.
 func TestExecStderrKept(t *testing.T) {
 	b := setup(t)
-	j := b.submit("--kind", "noisy", "--tenant", "acme", filepath.Join(corpus, "TeXShopAndAsymptote.pdf"))
+	j := b.submit("--kind", "noisy", "--tenant", "acme", filepath.Join(corpusPath, "TeXShopAndAsymptote.pdf"))
 	script := `cat >/dev/null; i=0; while [ $i -lt 100 ]; do echo "filler line $i to push the start out of the tail" >&2; i=$((i+1)); done; echo "page 3: font Helvetica-Oblique not embedded" >&2; exit 65`
 	b.dead("work", "--kind", "noisy", "--until-empty", "--exec", "--", "sh", "-c", script)
 	want := "page 3: font Helvetica-Oblique not embedded"
@@ -196,7 +196,7 @@ func TestBrokerWorkDrainsOnSignal(t *testing.T) {
 			b := setup(t)
 			mark := filepath.Join(t.TempDir(), "started")
 			handler := []string{"--exec", "--", "sh", "-c", "touch " + mark + "; sleep 8; cat"}
-			b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "pixel.pdf"))
+			b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
 			ctx, cancel := context.WithCancel(context.Background())
 			wait := b.bg(ctx, append([]string{"--broker", u, "work", "--kind", "slow"}, handler...)...)
 			waitFile(t, mark)
@@ -210,7 +210,7 @@ func TestBrokerWorkDrainsOnSignal(t *testing.T) {
 			}
 
 			os.Remove(mark)
-			j := b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpus, "bash.pdf"))
+			j := b.submit("--broker", u, "--kind", "slow", "--tenant", "acme", filepath.Join(corpusPath, "bash.pdf"))
 			ctx, cancel = context.WithCancel(context.Background())
 			wait = b.bg(ctx, append([]string{"--broker", u, "work", "--kind", "slow", "--drain-timeout", "2s"}, handler...)...)
 			waitFile(t, mark)

@@ -9,10 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
-	"github.com/pdfcpu/pdfcpu/pkg/api"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/fault"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/validate"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -46,8 +49,33 @@ var disableConfigDir sync.Once
 // Handler returns the pdf-info handler. A payload that is not a readable
 // PDF is a permanent failure: retrying the same bytes cannot help.
 func Handler() claimcheck.Handler {
-	disableConfigDir.Do(api.DisableConfigDir) // pdfcpu would otherwise write a config dir under $HOME
+	// pdfcpu would otherwise write a config dir under $HOME (what its
+	// api.DisableConfigDir sets).
+	disableConfigDir.Do(func() { model.ConfigPath = "disable" })
 	return claimcheck.HandlerFunc(handle)
+}
+
+// pdfInfo is pdfcpu's api.PDFInfo with no page selection and no fonts, in
+// the steps it takes (read, validate relaxed, watermarks, info), called
+// through pdfcpu's core packages rather than its api package: the api
+// package links pdfcpu's form filler and through it go-runewidth, whose
+// init builds width tables on every start of the command (~35 ms).
+func pdfInfo(rs io.ReadSeeker) (info *pdfcpu.PDFInfo, err error) {
+	defer fault.Catch(&err)
+	conf := model.NewDefaultConfiguration()
+	conf.ValidationMode = model.ValidationRelaxed
+	conf.Cmd = model.LISTINFO
+	ctx, err := pdfcpu.Read(rs, conf)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate.XRefTable(ctx); err != nil {
+		return nil, err
+	}
+	if err := pdfcpu.DetectWatermarks(ctx); err != nil {
+		return nil, err
+	}
+	return pdfcpu.Info(ctx, "", nil, false)
 }
 
 func handle(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
@@ -56,9 +84,7 @@ func handle(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error
 		return nil, err
 	}
 	defer r.Close()
-	conf := model.NewDefaultConfiguration()
-	conf.ValidationMode = model.ValidationRelaxed
-	info, err := api.PDFInfo(r, "", nil, false, conf)
+	info, err := pdfInfo(r)
 	if err != nil {
 		// pdfcpu's message can quote bytes of the document: keep it out of
 		// error records (docs/invariants.md, invariant 9).

@@ -7,9 +7,10 @@ package testenv
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/claimcheck/claimcheck/internal/corpus"
 )
 
 // Require returns the value of the environment variable env. When env is
@@ -37,30 +38,20 @@ func Unavailable(t testing.TB, msg string) {
 }
 
 // BigPDF returns the path of dir/big.pdf, the large corpus document the
-// module does not ship, making it first when it is not there: it runs
-// `go run ./internal/tools/mkbigpdf -in DIR` from the module root (about a
-// minute on two cores; built without the race detector, under which the
-// merge would take several), so a plain `go test` runs the tests that need
-// it instead of skipping them. It fails t when the document cannot be made.
+// module does not ship, making it first when it is not there
+// (corpus.EnsureBig: `go run ./internal/tools/mkbigpdf`, about a minute on
+// two cores, built without the race detector under which the merge would
+// take several), so a plain `go test` runs the tests that need it instead
+// of skipping them. It fails t when the document cannot be made.
 func BigPDF(t testing.TB, dir string) string {
 	t.Helper()
-	path := filepath.Join(dir, "big.pdf")
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("making %s (first use: the module does not ship it)", path)
-	cmd := exec.Command("go", "run", "./internal/tools/mkbigpdf", "-in", abs)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make %s with go run ./internal/tools/mkbigpdf: %v\n%s", path, err, out)
+	path, err := corpus.EnsureBig(root, dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return path
 }

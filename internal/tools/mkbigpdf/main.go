@@ -5,7 +5,8 @@
 //
 //	go run ./internal/tools/mkbigpdf
 //
-// The tests that need it skip until it is made (.ci/run makes it first).
+// The tests that need it, and `claimcheck run` with no arguments, run it
+// when big.pdf is missing (package corpus); .ci/run runs it first.
 package main
 
 import (
