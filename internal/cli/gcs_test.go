@@ -14,7 +14,23 @@ import (
 
 	"github.com/claimcheck/claimcheck/internal/pdfinfo"
 	"github.com/claimcheck/claimcheck/internal/testenv"
+	_ "github.com/claimcheck/claimcheck/stores/gcsstore" // gs://, as -tags gcs compiles it in
 )
+
+// The tests run the command with gs:// compiled in, as -tags gcs builds it
+// (stores_gcs.go), whatever the tags of the test build.
+func init() { gcsCompiled = true }
+
+// TestGCSNotCompiledIn: without the build tag gcs, --store gs://… is a
+// usage error saying how to build it in.
+func TestGCSNotCompiledIn(t *testing.T) {
+	gcsCompiled = false
+	defer func() { gcsCompiled = true }()
+	r := setup(t).run("", "--store", "gs://bucket", "jobs")
+	if r.code != 2 || !strings.Contains(r.stderr, "-tags gcs") {
+		t.Errorf("gs:// without the tag: exit %d, stderr %q; want 2 naming -tags gcs", r.code, r.stderr)
+	}
+}
 
 // corpusJob is one job of `run --json`, what does not depend on the store.
 type corpusJob struct {
