@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -168,6 +169,17 @@ func ValidateState(state string) error {
 		return fmt.Errorf("unknown state %q (use dead, sent, retrying or one of River's: available, running, retryable, scheduled, completed, cancelled, discarded, pending): %w", state, claimcheck.ErrConfig)
 	}
 	return nil
+}
+
+// States returns the states ListOptions.State takes, sorted (for shell
+// completion and messages).
+func States() []string {
+	out := make([]string, 0, len(states))
+	for s := range states {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // List calls fn for each job matching opts, fetching PageSize rows at a time

@@ -54,6 +54,7 @@ working it again could only fail.`,
 	}
 	c.Flags().BoolVar(&o.all, "all", false, "replay every dead letter (of --kind, if given)")
 	c.Flags().StringVar(&o.kind, "kind", "", "with --all: only dead letters of this kind")
+	c.ValidArgsFunction = completeJobIDs(g, pipeline.StateDead)
 	return c
 }
 

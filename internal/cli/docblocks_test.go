@@ -143,6 +143,7 @@ func TestDocShellBlocks(t *testing.T) {
 func checkCommand(t *testing.T, where string, args []string) {
 	t.Helper()
 	root := newRoot(io.Discard)
+	root.InitDefaultCompletionCmd() // added by Execute
 	cmd, rest, err := root.Find(args)
 	if err != nil {
 		t.Errorf("%s: %v", where, err)

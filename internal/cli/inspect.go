@@ -119,6 +119,7 @@ Payload bytes and wrapped data keys are never shown.`,
 		RunE: runE(o, o.job.bind),
 	}
 	c.Flags().BoolVar(&o.reveal, "reveal", false, "show full object keys and digests (they can encode tenant and content identity)")
+	c.ValidArgsFunction = completeJobIDs(g, "")
 	return c
 }
 

@@ -43,6 +43,7 @@ func newJobs(g *globals) *cobra.Command {
 		RunE:  runE(o, nil),
 	}
 	c.Flags().StringVar(&o.state, "state", "", "only jobs in this state")
+	_ = c.RegisterFlagCompletionFunc("state", completeWords(pipeline.States()...))
 	c.Flags().StringVar(&o.kind, "kind", "", "only jobs of this kind")
 	o.paging.add(c, "jobs")
 	c.AddCommand(newJobsRelease(g))

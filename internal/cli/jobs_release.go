@@ -36,6 +36,7 @@ it then loses it at its next renewal.`,
 		RunE: runE(o, o.job.bind),
 	}
 	c.Flags().BoolVar(&o.force, "force", false, "release even though its lease is fresh (its worker is known to be gone)")
+	c.ValidArgsFunction = completeJobIDs(g, "")
 	return c
 }
 

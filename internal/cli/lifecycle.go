@@ -62,6 +62,7 @@ store has no lifecycle engine: "claimcheck sweep --expire-payloads ...
 		RunE: runE(o, nil),
 	}
 	c.Flags().StringVar(&o.format, "format", "s3", "s3 or gcs")
+	_ = c.RegisterFlagCompletionFunc("format", completeWords("s3", "gcs"))
 	o.in.register(c.PersistentFlags())
 	c.AddCommand(newLifecycleApply(g, &o.in))
 	return c

@@ -29,6 +29,7 @@ func newResult(g *globals) *cobra.Command {
 		RunE:  runE(o, o.job.bind),
 	}
 	c.Flags().StringVarP(&o.out, "output", "o", "", "write to this file instead of standard output")
+	c.ValidArgsFunction = completeJobIDs(g, "")
 	return c
 }
 

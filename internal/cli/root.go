@@ -180,6 +180,7 @@ in the data directory.`,
 	f.StringVar(&g.destination, "destination", envOr("CLAIMCHECK_DESTINATION", "default"), "outbox destination of --broker: the outbox queue a relay publishes from, to the --broker it is given; give each broker queue its own destination (2 to "+strconv.Itoa(pipeline.MaxDestinationLen)+" characters a-z, 0-9, single - or _ between them; env CLAIMCHECK_DESTINATION)")
 	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
+	_ = root.RegisterFlagCompletionFunc("log-level", completeWords("debug", "info", "warn", "error"))
 	root.AddCommand(
 		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
 		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g), newVersion(g),

@@ -81,6 +81,7 @@ for file:// stores, for a result small enough to travel inline in its ticket
 	c.Flags().StringVar(&o.ttlText, "ttl", "15m", "how long the URL works (1s to 7d; Go units plus d and w)")
 	c.Flags().StringVar(&o.base, "base-url", "http://"+defaultServeAddr, "where claimcheck serve is reachable (for a URL claimcheck serves)")
 	c.Flags().BoolVar(&o.served, "served", false, "give a URL answered by claimcheck serve (verified, decrypted) even where the store could presign one")
+	c.ValidArgsFunction = completeJobIDs(g, "")
 	return c
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -76,5 +77,26 @@ func TestRunNoArguments(t *testing.T) {
 	}
 	if _, err := os.Stat(elsewhere.data); !os.IsNotExist(err) {
 		t.Errorf("the refused run made %s (stat: %v)", elsewhere.data, err)
+	}
+}
+
+// TestCompletion: shell completion offers flag values and the ids of jobs
+// (cobra's __complete, what the completion scripts call).
+func TestCompletion(t *testing.T) {
+	b := setup(t)
+	id := b.submit("--kind", "x1", "--tenant", "acme", filepath.Join(corpusPath, "pixel.pdf"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "jobs", "--state", ""}, "retryable"},
+		{[]string{"__complete", "lifecycle", "--format", ""}, "gcs"},
+		{[]string{"__complete", "--log-level", ""}, "debug"},
+		{[]string{"__complete", "inspect", ""}, strconv.FormatInt(id.ID, 10) + "\tx1 acme available"},
+	} {
+		out := b.ok(c.args...)
+		if !strings.Contains(out, c.want) {
+			t.Errorf("claimcheck %s: %q, want %q among the completions", strings.Join(c.args, " "), out, c.want)
+		}
 	}
 }
