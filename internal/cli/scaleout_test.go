@@ -16,6 +16,7 @@ import (
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 	"github.com/claimcheck/claimcheck/internal/testenv"
 	"github.com/claimcheck/claimcheck/ops"
+	"github.com/claimcheck/claimcheck/stores/s3store/s3test"
 )
 
 // TestScaleOutEndToEnd runs the command against a real S3 server (SeaweedFS,
@@ -257,5 +258,45 @@ func TestScaleOutTwoHosts(t *testing.T) {
 		if done[id] != "completed" {
 			t.Errorf("job %d submitted on host one, worked on host two: %s", id, done[id])
 		}
+	}
+}
+
+// TestREADMEScaleOutDoctor runs the README's "Scaling out" block as written
+// on a fresh SeaweedFS bucket and a PostgreSQL database of its own, with
+// CLAIMCHECK_DATABASE and CLAIMCHECK_STORE as the block exports them: on
+// the first host migrate, lifecycle apply and keys; on another host the
+// key from keys as CLAIMCHECK_KEEPER, then doctor, which must pass every
+// check (a fresh bucket without the lifecycle rules fails two: nothing
+// expires payloads or aborts incomplete uploads).
+func TestREADMEScaleOutDoctor(t *testing.T) {
+	bucket := s3test.New(t, "readme")
+	testenv.Require(t, dbtest.EnvPostgresURL, "a PostgreSQL database all hosts share")
+	t.Setenv("CLAIMCHECK_DATABASE", dbtest.Postgres(t))
+	t.Setenv("CLAIMCHECK_STORE", ownNamespace(t, bucket.URL, "prod"))
+	first, other := setup(t), setup(t)
+	first.ok("migrate")
+	first.ok("lifecycle", "apply")
+	var key keysJSON
+	if err := json.Unmarshal([]byte(first.ok("--json", "keys")), &key); err != nil || !strings.HasPrefix(key.Keeper, "base64key://") {
+		t.Fatalf("keys --json: %+v %v", key, err)
+	}
+	t.Setenv("CLAIMCHECK_KEEPER", key.Keeper)
+	r := other.run("", "--json", "doctor")
+	var rep struct {
+		Checks []ops.Check `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: exit %d: %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	counts := map[ops.Status]int{}
+	for _, c := range rep.Checks {
+		counts[c.Status]++
+		if c.Status == ops.StatusFail {
+			t.Errorf("doctor: %s fails: %s", c.Name, c.Detail)
+		}
+	}
+	t.Logf("doctor after the README's steps: exit %d, %v", r.code, counts)
+	if r.code != 0 {
+		t.Errorf("doctor exit %d, want 0\n%s", r.code, r.stderr)
 	}
 }
