@@ -64,7 +64,10 @@ package broker
 // Caveats of writing the format: an AWS consumer reads the object's bytes as
 // the payload, so a pointer is only useful to it when the object is stored
 // in plaintext (not with claimcheck's client-side encryption) in a bucket it
-// can read. claimcheck's attributes are all of DataType String (see Size);
+// can read; and the AWS clients delete that object when they acknowledge
+// the message (DeleteMessage; the Java, Python and Go clients by default),
+// so NewPointer points at a copy the message owns, never at the shared
+// content-addressed object. claimcheck's attributes are all of DataType String (see Size);
 // AWS readers test the marker by name only (getReservedAttributeNameIfPresent,
 // `RESERVED_ATTRIBUTE_NAME in message_attributes`), so a String-typed marker
 // is recognised, and claimcheck's transports pass a Number-typed marker's
@@ -78,6 +81,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -289,15 +293,30 @@ func checkLocation(bucket, key string) error {
 	return nil
 }
 
-// NewPointer is the pointer to an offloaded ticket's object in bucket (the
-// bucket behind the ticket's store, which only the caller knows), carrying
-// the ticket's size, digest and tenant. ErrConfig for an inline ticket:
-// there is no object to point at.
-func NewPointer(bucket string, t *claimcheck.Ticket) (*Pointer, error) {
-	if t.IsInline() {
-		return nil, fmt.Errorf("broker: inline ticket %s has no object for an AWS payload pointer: %w", t, claimcheck.ErrConfig)
+// NewPointer publishes t's payload for an AWS-format consumer: it copies
+// the payload to an object only this pointer names
+// (claimcheck.Store.CopyForPointer: payloads/<tenant>/pointer/<random hex>,
+// server-side where the store can) and returns the pointer to that copy in
+// bucket (the bucket behind store, as the consumer names it; its key
+// includes the store's namespace), carrying t's size, digest and tenant.
+//
+// A pointer never names the ticket's own object: that object is
+// content-addressed and shared by every check-in of the same bytes
+// (docs/invariants.md, invariant 2), and the AWS extended clients delete
+// the object a pointer names when they acknowledge its message (the Java,
+// Python and Go clients by default), which would take the payload from
+// under every other ticket and job holding it. The copy is the message's
+// own: deleting it harms nothing else, and the sweeper removes it after its
+// pointer retention if no consumer does (sweep.Options.PointerRetention).
+// Call NewPointer once per message published.
+//
+// Errors: those of CopyForPointer (ErrConfig for a sealing store).
+func NewPointer(ctx context.Context, store *claimcheck.Store, bucket string, t *claimcheck.Ticket) (*Pointer, error) {
+	key, err := store.CopyForPointer(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("broker: AWS payload pointer: %w", err)
 	}
-	return &Pointer{Bucket: bucket, Key: t.Key, Size: t.Size, SHA256: t.SHA256, Tenant: t.Tenant}, nil
+	return &Pointer{Bucket: bucket, Key: store.Namespace() + key, Size: t.Size, SHA256: t.SHA256, Tenant: t.Tenant}, nil
 }
 
 // Message encodes p in the AWS payload-offloading format, so the Java and
@@ -588,12 +607,16 @@ func (opts *ConsumeOptions) pointerTicket(ctx context.Context, store *claimcheck
 	case p.Bucket != opts.PointerBucket:
 		return nil, invalidf("AWS payload pointer (%s) names another bucket than this consumer's %q", p, opts.PointerBucket)
 	}
+	key, ok := strings.CutPrefix(p.Key, store.Namespace())
+	if !ok {
+		return nil, invalidf("AWS payload pointer (%s) names an object outside this store's namespace %q", p, store.Namespace())
+	}
 	if p.Verifiable() {
 		if p.Tenant == "" {
 			return nil, invalidf("AWS payload pointer (%s) has a digest but no %s attribute", p, AttrTenant)
 		}
 		t := &claimcheck.Ticket{Version: claimcheck.TicketVersion, Tenant: p.Tenant, Store: store.Name(),
-			Key: p.Key, SHA256: p.SHA256, Size: p.Size, Created: time.Now().UTC()}
+			Key: key, SHA256: p.SHA256, Size: p.Size, Created: time.Now().UTC()}
 		b, err := t.Marshal()
 		if err != nil {
 			return nil, fmt.Errorf("broker: AWS payload pointer (%s): %w", p, err)
@@ -603,7 +626,7 @@ func (opts *ConsumeOptions) pointerTicket(ctx context.Context, store *claimcheck
 	if opts.AdoptTenant == "" {
 		return nil, invalidf("AWS payload pointer (%s) carries no digest, so its payload cannot be verified; this consumer adopts no foreign pointers", p)
 	}
-	t, err := store.Adopt(ctx, opts.AdoptTenant, p.Key, p.Size, nil)
+	t, err := store.Adopt(ctx, opts.AdoptTenant, key, p.Size, nil)
 	if err != nil {
 		return nil, fmt.Errorf("broker: adopt AWS payload pointer (%s): %w", p, err)
 	}
