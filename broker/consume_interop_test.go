@@ -107,6 +107,15 @@ func TestConsumeAWSMessages(t *testing.T) {
 			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
 		}
 	})
+	t.Run("NpmS3PayloadAdopted", func(t *testing.T) {
+		// sns-sqs-big-payload's default body: no attribute, no size.
+		body := `{"S3Payload":{"Id":"6f1f3c2e","Bucket":"` + pointerBucket + `","Key":"` + foreignKey + `","Location":"http://s3/` + foreignKey + `"}}`
+		o, runs := consumeOnce(t, store, broker.Message{Body: []byte(body)}, adopt, pdf)
+		sum := sha256.Sum256(pdf)
+		if o.Action != broker.Acked || runs != 1 || o.Ticket == nil || o.Ticket.SHA256 != hex.EncodeToString(sum[:]) || o.Tenant != "aws" {
+			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
+		}
+	})
 	dead := func(t *testing.T, m broker.Message, opts broker.ConsumeOptions, reason string) {
 		t.Helper()
 		o, runs := consumeOnce(t, store, m, opts, pdf)
