@@ -478,3 +478,70 @@ func TestPointerConsumerDeletesOnAck(t *testing.T) {
 		})
 	})
 }
+
+// TestConsumeRawBodies: with RawTenant, a body in none of the known
+// formats (what an AWS-format producer sends below its threshold: raw
+// text, the npm package's JSON) reaches the handler as the payload itself,
+// byte for byte, inside an SNS envelope too, inline or, above the inline
+// threshold, as an object; a malformed ticket or pointer is still
+// dead-lettered on attempt 1, never handed over as a payload.
+func TestConsumeRawBodies(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	raw := broker.ConsumeOptions{DefaultKind: "pdf", RawTenant: "aws", PointerBucket: pointerBucket}
+	big := bytes.Repeat([]byte("a raw body above the inline threshold. "), 5000)
+	for name, body := range map[string][]byte{
+		"Text":      []byte("%PDF-1.7 raw bytes"),
+		"NpmJSON":   []byte(`{"hello":"world","n":[1,2,3]}`),
+		"JSONArray": []byte(`[1,2,3]`),
+		"NotJSON":   []byte(`{not json`),
+		"Large":     big,
+	} {
+		t.Run(name, func(t *testing.T) {
+			o, runs := consumeOnce(t, store, broker.Message{Body: body}, raw, body)
+			sum := sha256.Sum256(body)
+			if o.Action != broker.Acked || runs != 1 || o.Tenant != "aws" || o.Kind != "pdf" || o.Ticket.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("outcome %s (%v), tenant %q, handler ran %d times", o.Action, o.Err, o.Tenant, runs)
+			}
+		})
+	}
+	t.Run("ViaSNS", func(t *testing.T) {
+		body := `{"order":42}`
+		env := broker.SNSWrap(t, body, nil)
+		o, runs := consumeOnce(t, store, broker.Message{Body: env}, raw, []byte(body))
+		if o.Action != broker.Acked || runs != 1 {
+			t.Fatalf("outcome %s (%v), handler ran %d times", o.Action, o.Err, runs)
+		}
+	})
+	for name, body := range map[string]string{
+		"MalformedTicket":  `{"v":1,"tenant":"aws","size":-1}`,
+		"PointerNoMarker":  `["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"` + pointerBucket + `","s3Key":"k"}]`,
+		"MalformedNpm":     `{"S3Payload":{"Bucket":"` + pointerBucket + `"}}`,
+		"SNSInsideSNS":     string(broker.SNSWrap(t, `{"x":1}`, nil)),
+		"ForeignPointerNo": `["com.amazon.sqs.javamessaging.MessageS3Pointer"]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := broker.Message{Body: []byte(body)}
+			if name == "SNSInsideSNS" {
+				m.Body = broker.SNSWrap(t, body, nil)
+			}
+			o, runs := consumeOnce(t, store, m, raw, nil)
+			if o.Action != broker.DeadLettered || o.Attempt != 1 || o.Reason != "ticket-invalid" || runs != 0 {
+				t.Fatalf("outcome %s on attempt %d, reason %q; handler ran %d times; err %v", o.Action, o.Attempt, o.Reason, runs, o.Err)
+			}
+		})
+	}
+	tr := brokertest.NewFake(256 << 10)
+	h := map[string]claimcheck.Handler{"pdf": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) { return nil, nil })}
+	for _, bad := range []broker.ConsumeOptions{{RawTenant: "aws"}, {RawTenant: "Not A Tenant", DefaultKind: "pdf"}} {
+		bad.Handlers = h
+		if err := broker.Consume(ctx, tr, store, bad); !errors.Is(err, claimcheck.ErrConfig) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}

@@ -175,6 +175,29 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("broker: "+format+": %w", append(args, claimcheck.ErrTicketInvalid)...)
 }
 
+// unrecognisedError is DecodeBody's error for a body that is none of the
+// formats it knows and does not try to be one (no "v", no "S3Payload", no
+// pointer class): what an AWS-format producer sends as a raw payload
+// below its threshold (ConsumeOptions.RawTenant). It wraps
+// ErrTicketInvalid like every DecodeBody error.
+type unrecognisedError struct{ err error }
+
+func (e *unrecognisedError) Error() string { return e.err.Error() }
+func (e *unrecognisedError) Unwrap() error { return e.err }
+
+func unrecognisedf(format string, args ...any) error {
+	return &unrecognisedError{invalidf(format, args...)}
+}
+
+// Unrecognised reports whether err (from DecodeBody) is that of a body in
+// none of the formats DecodeBody knows, rather than a malformed ticket,
+// pointer or envelope: such a body may be a raw payload
+// (ConsumeOptions.RawTenant).
+func Unrecognised(err error) bool {
+	var u *unrecognisedError
+	return errors.As(err, &u)
+}
+
 // ParsePointer reads an AWS payload-offloading pointer from a message body
 // and its attributes. The body must be the two-element JSON array written by
 // the Java and Python extended clients, [PointerClass or LegacyPointerClass,
@@ -559,6 +582,9 @@ const (
 	KindTicket BodyKind = "ticket"
 	// KindPointer is an AWS payload-offloading pointer.
 	KindPointer BodyKind = "aws-pointer"
+	// KindRaw is a body in none of the formats, taken as the payload
+	// itself (ConsumeOptions.RawTenant). DecodeBody never returns it.
+	KindRaw BodyKind = "raw"
 )
 
 // Decoded is a classified message.
@@ -589,7 +615,9 @@ type Decoded struct {
 // Anything else — an empty or non-JSON body, a JSON object that is neither,
 // an SNS envelope inside an SNS envelope, a malformed envelope, ticket or
 // pointer — is an error wrapping claimcheck.ErrTicketInvalid, so a consumer
-// dead-letters it at once and never hands it to a handler as payload. Error
+// dead-letters it at once and never hands it to a handler as payload
+// (unless it accepts raw payloads, ConsumeOptions.RawTenant, and the body
+// is Unrecognised: in none of the formats, rather than a malformed one). Error
 // strings never contain body bytes or object keys.
 //
 // DecodeBody is a pure function: it reads no store and settles nothing.
@@ -610,11 +638,11 @@ func DecodeBody(m Message) (*Decoded, error) {
 	switch firstByte(body) {
 	case '{':
 		if len(body) > claimcheck.MaxEncodedTicketBytes {
-			return nil, invalidf("%s body of %d bytes is larger than any ticket", where, len(body))
+			return nil, unrecognisedf("%s body of %d bytes is larger than any ticket or pointer", where, len(body))
 		}
 		var probe map[string]json.RawMessage
 		if err := decodeOne(body, &probe); err != nil {
-			return nil, invalidf("unrecognised %s body: a JSON object that does not decode (%s)", where, err)
+			return nil, unrecognisedf("unrecognised %s body: a JSON object that does not decode (%s)", where, err)
 		}
 		if _, ok := probe["v"]; ok {
 			t, err := claimcheck.ParseTicket(body)
@@ -642,10 +670,13 @@ func DecodeBody(m Message) (*Decoded, error) {
 				}
 			}
 		}
-		return nil, invalidf("unrecognised %s body: a JSON object that is neither a claimcheck ticket (no \"v\"), an S3Payload pointer nor an SNS notification", where)
+		return nil, unrecognisedf("unrecognised %s body: a JSON object that is neither a claimcheck ticket (no \"v\"), an S3Payload pointer nor an SNS notification", where)
 	case '[':
 		p, err := ParsePointer(body, attrs)
 		if err != nil {
+			if !pointerClassFirst(body) {
+				return nil, &unrecognisedError{fmt.Errorf("broker: unrecognised %s body: %w", where, err)}
+			}
 			return nil, fmt.Errorf("broker: %s: %w", where, err)
 		}
 		d.Kind, d.Pointer = KindPointer, p
@@ -653,8 +684,30 @@ func DecodeBody(m Message) (*Decoded, error) {
 	case 0:
 		return nil, invalidf("empty %s body", where)
 	default:
-		return nil, invalidf("unrecognised %s body: neither a claimcheck ticket, an AWS payload pointer nor an SNS notification", where)
+		return nil, unrecognisedf("unrecognised %s body: neither a claimcheck ticket, an AWS payload pointer nor an SNS notification", where)
 	}
+}
+
+// pointerClassFirst reports whether body is a JSON array whose first
+// element is one of the pointer class names: an AWS payload pointer,
+// however malformed the rest, never a raw payload.
+func pointerClassFirst(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return false
+	}
+	t, err := dec.Token()
+	return err == nil && (t == PointerClass || t == LegacyPointerClass)
+}
+
+// RawMessage is m as a raw payload message: the notification inside m's
+// SNS envelope if it is one (UnwrapSNS), else m. A malformed envelope is
+// taken as it is.
+func RawMessage(m Message) Message {
+	if inner, ok, err := UnwrapSNS(m.Body, m.Attributes); ok && err == nil {
+		return inner
+	}
+	return m
 }
 
 // firstByte is the first non-whitespace byte of b (JSON whitespace), 0 if
