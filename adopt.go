@@ -11,7 +11,10 @@ import (
 // Adopt checks in, for tenant, an object that another tool wrote to this
 // store's bucket under a key of its own (an AWS payload pointer's s3Key, for
 // instance), so it can be claimed like any payload. The object is read once,
-// as stored (no decryption), and must be exactly size bytes; it is then
+// as stored (no decryption), and must be exactly size bytes (size < 0: the
+// size is not known, as with the npm package sns-sqs-big-payload's
+// S3Payload pointers, and the object is taken as it is, within the store's
+// MaxPayloadSize); it is then
 // checked in as CheckIn does (content-addressed key, digest computed,
 // encrypted if the store encrypts), and the new ticket returned. The
 // foreign object is left as it is.
@@ -30,8 +33,8 @@ import (
 // copy already checked in, if any, is left for the sweeper); ErrAccessDenied
 // or ErrUnavailable for store failures; CheckIn's errors otherwise.
 func (s *Store) Adopt(ctx context.Context, tenant, key string, size int64, opts *CheckInOptions) (*Ticket, error) {
-	if key == "" || size < 0 {
-		return nil, fmt.Errorf("claimcheck: adopt: empty key or negative size: %w", ErrTicketInvalid)
+	if key == "" {
+		return nil, fmt.Errorf("claimcheck: adopt: empty key: %w", ErrTicketInvalid)
 	}
 	if strings.HasPrefix(key, PrefixPayloads) || strings.HasPrefix(key, PrefixResults) {
 		return nil, fmt.Errorf("claimcheck: adopt for tenant %q: the key is in claimcheck's own %s… area, where only tickets may claim: %w", tenant, key[:strings.Index(key, "/")+1], ErrTicketForbidden)
@@ -44,12 +47,16 @@ func (s *Store) Adopt(ctx context.Context, tenant, key string, size int64, opts 
 		return nil, storeError("adopt: open foreign object", err, true)
 	}
 	defer r.Close()
-	// One byte more than expected, so a longer object is detected.
-	t, err := s.CheckIn(ctx, tenant, io.LimitReader(r, size+1), opts)
+	var body io.Reader = r
+	if size >= 0 {
+		// One byte more than expected, so a longer object is detected.
+		body = io.LimitReader(r, size+1)
+	}
+	t, err := s.CheckIn(ctx, tenant, body, opts)
 	if err != nil {
 		return nil, err
 	}
-	if t.Size != size {
+	if size >= 0 && t.Size != size {
 		return nil, fmt.Errorf("claimcheck: adopt: foreign object of tenant %q is %s bytes, its pointer says %d: %w", tenant, sizeText(t.Size, size), size, ErrPayloadCorrupt)
 	}
 	return t, nil

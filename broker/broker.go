@@ -92,6 +92,26 @@ func CheckPriority(tr Transport, priority int) error {
 type Message struct {
 	Body       []byte
 	Attributes map[string]string
+	// Types holds the data type of each attribute that is not a String,
+	// by name, as SQS names data types: "Number" (a decimal string, such
+	// as the AWS pointer's size marker; SQS Developer Guide, "Amazon SQS
+	// message attributes"). An attribute absent from Types is a String.
+	// SQS writes and reads these types, and keeps them on every copy it
+	// makes (dead letters included); transports without typed attributes
+	// (AMQP, NATS) carry the values only.
+	Types map[string]string
+}
+
+// AttrNumber is the data type of a numeric attribute (Message.Types).
+const AttrNumber = "Number"
+
+// AttributeType is the data type of m's attribute name: its Types entry,
+// else "String".
+func (m Message) AttributeType(name string) string {
+	if t := m.Types[name]; t != "" {
+		return t
+	}
+	return attributeType
 }
 
 // Delivery is a received message.
@@ -284,12 +304,12 @@ func (e *PublishError) Unwrap() []error {
 	return errs
 }
 
-// attributeType is the data type label counted for every attribute. All
-// claimcheck attributes are strings.
+// attributeType is the data type of an attribute without a Types entry.
 const attributeType = "String"
 
 // Size is m's size as brokers count it: the body plus, for every attribute,
-// its name, its data type label ("String") and its value, all in UTF-8
+// its name, its data type label ("String", or its Types entry) and its
+// value, all in UTF-8
 // bytes. This is the rule Amazon SQS applies ("The message size includes
 // the message body and all message attribute components: name, type and
 // value", Amazon SQS Developer Guide, "Amazon SQS message attributes" and
@@ -298,7 +318,7 @@ const attributeType = "String"
 func Size(m Message) int64 {
 	n := int64(len(m.Body))
 	for k, v := range m.Attributes {
-		n += int64(len(k)) + int64(len(attributeType)) + int64(len(v))
+		n += int64(len(k)) + int64(len(m.AttributeType(k))) + int64(len(v))
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -200,6 +201,18 @@ type ConsumeOptions struct {
 	// then worked like any ticket. Empty: foreign pointers are
 	// dead-lettered (ticket-invalid), since their bytes cannot be verified.
 	AdoptTenant string
+	// RawTenant, if set, accepts a body in none of the formats DecodeBody
+	// knows (Unrecognised: not a ticket, a pointer or an SNS envelope, nor
+	// a malformed one of those) as the payload itself, for this tenant and
+	// DefaultKind (required): an AWS-format producer (the extended clients,
+	// sns-sqs-big-payload) sends a payload below its size threshold as the
+	// raw message body. Such a body is checked in as it is (inline up to
+	// the store's inline threshold, else as an object no registry row
+	// refers to, which the sweeper removes as an orphan) and worked like any
+	// ticket. It is verified by nothing but its own bytes: the producer sent
+	// no digest, so the handler gets whatever the broker delivered. Empty:
+	// such bodies are dead-lettered (ticket-invalid).
+	RawTenant string
 	// Drain, if set, stops Consume gracefully when closed: it stops
 	// receiving, lets the running handler finish, releases the deliveries
 	// it received but has not started (Released), and returns nil.
@@ -253,10 +266,19 @@ var ErrUnknownKind = errors.New("no handler for kind")
 // Consume survives broker outages: a failed Receive is reported to OnError
 // and retried after a pause (1 s doubling to 30 s); a failed settlement is
 // reported and the delivery left to the broker to redeliver. It returns
-// early only for ErrConfig: no handlers, or a Receive error of that class.
+// early only for ErrConfig: no handlers, a RawTenant that is not a valid
+// tenant or comes without DefaultKind, or a Receive error of that class.
 func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts ConsumeOptions) error {
 	if len(opts.Handlers) == 0 {
 		return fmt.Errorf("broker: consume: no handlers: %w", claimcheck.ErrConfig)
+	}
+	if opts.RawTenant != "" {
+		if err := claimcheck.ValidateTenant(opts.RawTenant); err != nil {
+			return fmt.Errorf("broker: consume: raw tenant: %v: %w", err, claimcheck.ErrConfig)
+		}
+		if opts.DefaultKind == "" {
+			return fmt.Errorf("broker: consume: raw payloads need a default kind (their producers set none): %w", claimcheck.ErrConfig)
+		}
 	}
 	opts.Policy = opts.Policy.WithDefaults()
 	if opts.MaxAttempts <= 0 {
@@ -701,7 +723,10 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 	fail := func(err error, permanent bool) Outcome { return opts.fail(o, err, permanent) }
 	dec, err := DecodeBody(d.Message)
 	if err != nil {
-		return fail(err, true)
+		if opts.RawTenant == "" || !Unrecognised(err) {
+			return fail(err, true)
+		}
+		dec = &Decoded{Kind: KindRaw, Message: RawMessage(d.Message)}
 	}
 	attrs := dec.Message.Attributes
 	o.Kind = attrs[AttrKind]
@@ -716,9 +741,15 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 		return fail(fmt.Errorf("broker: message %s has no %s attribute%s: %w", d.ID, AttrKind, hint, claimcheck.ErrTicketInvalid), true)
 	}
 	t := dec.Ticket
-	if dec.Kind == KindPointer {
+	switch dec.Kind {
+	case KindPointer:
 		if t, err = opts.pointerTicket(ctx, store, dec.Pointer); err != nil {
 			return fail(err, claimcheck.IsPermanent(err))
+		}
+	case KindRaw:
+		// Verified by nothing but its own bytes (RawTenant).
+		if t, err = store.CheckIn(ctx, opts.RawTenant, bytes.NewReader(dec.Message.Body), nil); err != nil {
+			return fail(fmt.Errorf("broker: raw payload of message %s: %w", d.ID, err), claimcheck.IsPermanent(err))
 		}
 	}
 	o.Ticket, o.Tenant = t, t.Tenant

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,9 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/broker/brokertest"
+	"github.com/claimcheck/claimcheck/stores/s3store/s3test"
 )
 
 const pointerBucket = "claimcheck-interop"
@@ -102,6 +107,15 @@ func TestConsumeAWSMessages(t *testing.T) {
 			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
 		}
 	})
+	t.Run("NpmS3PayloadAdopted", func(t *testing.T) {
+		// sns-sqs-big-payload's default body: no attribute, no size.
+		body := `{"S3Payload":{"Id":"6f1f3c2e","Bucket":"` + pointerBucket + `","Key":"` + foreignKey + `","Location":"http://s3/` + foreignKey + `"}}`
+		o, runs := consumeOnce(t, store, broker.Message{Body: []byte(body)}, adopt, pdf)
+		sum := sha256.Sum256(pdf)
+		if o.Action != broker.Acked || runs != 1 || o.Ticket == nil || o.Ticket.SHA256 != hex.EncodeToString(sum[:]) || o.Tenant != "aws" {
+			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
+		}
+	})
 	dead := func(t *testing.T, m broker.Message, opts broker.ConsumeOptions, reason string) {
 		t.Helper()
 		o, runs := consumeOnce(t, store, m, opts, pdf)
@@ -148,13 +162,14 @@ func TestConsumeAWSMessages(t *testing.T) {
 		}
 	})
 
-	// A pointer claimcheck writes names a claimcheck object and carries its
-	// digest: it is claimed and verified like the ticket, without a copy.
+	// A pointer claimcheck writes names the message's own copy of a
+	// claimcheck payload and carries its digest: it is claimed and verified
+	// like the ticket.
 	tk, err := store.CheckIn(ctx, "acme", bytes.NewReader(pdf), &claimcheck.CheckInOptions{ContentType: "application/pdf"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := broker.NewPointer(pointerBucket, tk)
+	p, err := broker.NewPointer(ctx, store, pointerBucket, tk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +179,7 @@ func TestConsumeAWSMessages(t *testing.T) {
 	}
 	t.Run("ClaimcheckPointerVerified", func(t *testing.T) {
 		o, runs := consumeOnce(t, store, m, broker.ConsumeOptions{PointerBucket: pointerBucket}, pdf)
-		if o.Action != broker.Acked || runs != 1 || o.Ticket.Key != tk.Key || o.Tenant != "acme" {
+		if o.Action != broker.Acked || runs != 1 || o.Ticket.Key != p.Key || !claimcheck.PointerKey(p.Key) || o.Tenant != "acme" {
 			t.Fatalf("outcome %+v, handler ran %d times", o, runs)
 		}
 	})
@@ -336,5 +351,197 @@ func leftThenWorked(t *testing.T, tk *claimcheck.Ticket, wrong, right *claimchec
 	}
 	if o, runs := consume(right); o.Action != broker.Acked || runs != 1 || o.Attempt != 1 {
 		t.Fatalf("%s: %s attempt %d, handler ran %d times; want acked on attempt 1, run once", rightWho, o.Action, o.Attempt, runs)
+	}
+}
+
+// TestPointerConsumerDeletesOnAck plays the AWS extended clients' default
+// against a pointer claimcheck published: the consumer reads the object
+// the pointer names and deletes it when it acknowledges the message (as
+// the Java, Python and Go clients' DeleteMessage does). An ordinary job
+// holding the same bytes still completes, since the pointer named the
+// message's own copy and not the shared content-addressed object. Run on
+// the file store and, when CLAIMCHECK_TEST_S3_URL is set, on the S3
+// emulator (server-side copy, and a namespace the pointer's key must
+// include).
+func TestPointerConsumerDeletesOnAck(t *testing.T) {
+	payload := make([]byte, 300<<10)
+	if _, err := rand.Read(payload); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(payload)
+	// foreign is the AWS consumer's view of the bucket: raw keys, no
+	// claimcheck namespace.
+	type foreign struct {
+		read   func(ctx context.Context, key string) ([]byte, error)
+		delete func(ctx context.Context, key string) error
+		exists func(ctx context.Context, key string) bool
+	}
+	run := func(t *testing.T, store *claimcheck.Store, bucket string, f foreign) {
+		ctx := t.Context()
+		tk, err := store.CheckIn(ctx, "acme", bytes.NewReader(payload), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.IsInline() {
+			t.Fatal("the payload travels inline: nothing to share")
+		}
+		job, err := broker.NewMessage("pdf", tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := store.Namespace() + tk.Key
+		var keys []string
+		for range 2 {
+			p, err := broker.NewPointer(ctx, store, bucket, tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := p.Message(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What the AWS consumer reads: body and marker only.
+			got, err := broker.ParsePointer(m.Body, map[string]string{broker.AttrPayloadSize: m.Attributes[broker.AttrPayloadSize]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Key == shared {
+				t.Fatalf("the pointer names the shared content-addressed object %s", tk.RedactedKey())
+			}
+			b, err := f.read(ctx, got.Key)
+			if err != nil {
+				t.Fatalf("the AWS consumer cannot read the pointed object: %v", err)
+			}
+			if d := sha256.Sum256(b); d != sum || int64(len(b)) != got.Size {
+				t.Fatalf("the AWS consumer read %d bytes, sha256 %x; want %d bytes, %x", len(b), d[:6], got.Size, sum[:6])
+			}
+			if err := f.delete(ctx, got.Key); err != nil { // DeleteMessage's default
+				t.Fatal(err)
+			}
+			if f.exists(ctx, got.Key) {
+				t.Fatal("the pointed object survived the AWS consumer's delete")
+			}
+			keys = append(keys, got.Key)
+		}
+		if keys[0] == keys[1] {
+			t.Fatal("two messages' pointers name one object")
+		}
+		if !f.exists(ctx, shared) {
+			t.Fatal("the shared content-addressed object is gone")
+		}
+		o, runs := consumeOnce(t, store, job, broker.ConsumeOptions{}, payload)
+		if o.Action != broker.Acked || runs != 1 {
+			t.Fatalf("the ordinary job: %s (%v), handler ran %d times", o.Action, o.Err, runs)
+		}
+		t.Logf("pointer objects %s…, %s… deleted by the AWS consumer; the job holding sha256 %s completed (%s, attempt %d)",
+			keys[0][:len(keys[0])-24], keys[1][:len(keys[1])-24], tk.DigestPrefix(), o.Action, o.Attempt)
+	}
+	t.Run("File", func(t *testing.T) {
+		dir := t.TempDir()
+		store, err := claimcheck.OpenStore(t.Context(), "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		b := store.Bucket()
+		run(t, store, pointerBucket, foreign{
+			read:   func(ctx context.Context, key string) ([]byte, error) { return b.ReadAll(ctx, key) },
+			delete: func(ctx context.Context, key string) error { return b.Delete(ctx, key) },
+			exists: func(ctx context.Context, key string) bool { ok, _ := b.Exists(ctx, key); return ok },
+		})
+	})
+	t.Run("S3", func(t *testing.T) {
+		bk := s3test.New(t, "pointer")
+		store, err := claimcheck.OpenStore(t.Context(), bk.URL+"&prefix=team-a/", &claimcheck.Options{SpoolDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		c := bk.Client
+		run(t, store, bk.Name, foreign{
+			read: func(ctx context.Context, key string) ([]byte, error) {
+				out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bk.Name), Key: aws.String(key)})
+				if err != nil {
+					return nil, err
+				}
+				defer out.Body.Close()
+				return io.ReadAll(out.Body)
+			},
+			delete: func(ctx context.Context, key string) error {
+				_, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bk.Name), Key: aws.String(key)})
+				return err
+			},
+			exists: func(ctx context.Context, key string) bool {
+				_, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bk.Name), Key: aws.String(key)})
+				return err == nil
+			},
+		})
+	})
+}
+
+// TestConsumeRawBodies: with RawTenant, a body in none of the known
+// formats (what an AWS-format producer sends below its threshold: raw
+// text, the npm package's JSON) reaches the handler as the payload itself,
+// byte for byte, inside an SNS envelope too, inline or, above the inline
+// threshold, as an object; a malformed ticket or pointer is still
+// dead-lettered on attempt 1, never handed over as a payload.
+func TestConsumeRawBodies(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	store, err := claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "objects")), &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	raw := broker.ConsumeOptions{DefaultKind: "pdf", RawTenant: "aws", PointerBucket: pointerBucket}
+	big := bytes.Repeat([]byte("a raw body above the inline threshold. "), 5000)
+	for name, body := range map[string][]byte{
+		"Text":      []byte("%PDF-1.7 raw bytes"),
+		"NpmJSON":   []byte(`{"hello":"world","n":[1,2,3]}`),
+		"JSONArray": []byte(`[1,2,3]`),
+		"NotJSON":   []byte(`{not json`),
+		"Large":     big,
+	} {
+		t.Run(name, func(t *testing.T) {
+			o, runs := consumeOnce(t, store, broker.Message{Body: body}, raw, body)
+			sum := sha256.Sum256(body)
+			if o.Action != broker.Acked || runs != 1 || o.Tenant != "aws" || o.Kind != "pdf" || o.Ticket.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Fatalf("outcome %s (%v), tenant %q, handler ran %d times", o.Action, o.Err, o.Tenant, runs)
+			}
+		})
+	}
+	t.Run("ViaSNS", func(t *testing.T) {
+		body := `{"order":42}`
+		env := broker.SNSWrap(t, body, nil)
+		o, runs := consumeOnce(t, store, broker.Message{Body: env}, raw, []byte(body))
+		if o.Action != broker.Acked || runs != 1 {
+			t.Fatalf("outcome %s (%v), handler ran %d times", o.Action, o.Err, runs)
+		}
+	})
+	for name, body := range map[string]string{
+		"MalformedTicket":  `{"v":1,"tenant":"aws","size":-1}`,
+		"PointerNoMarker":  `["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"` + pointerBucket + `","s3Key":"k"}]`,
+		"MalformedNpm":     `{"S3Payload":{"Bucket":"` + pointerBucket + `"}}`,
+		"SNSInsideSNS":     string(broker.SNSWrap(t, `{"x":1}`, nil)),
+		"ForeignPointerNo": `["com.amazon.sqs.javamessaging.MessageS3Pointer"]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := broker.Message{Body: []byte(body)}
+			if name == "SNSInsideSNS" {
+				m.Body = broker.SNSWrap(t, body, nil)
+			}
+			o, runs := consumeOnce(t, store, m, raw, nil)
+			if o.Action != broker.DeadLettered || o.Attempt != 1 || o.Reason != "ticket-invalid" || runs != 0 {
+				t.Fatalf("outcome %s on attempt %d, reason %q; handler ran %d times; err %v", o.Action, o.Attempt, o.Reason, runs, o.Err)
+			}
+		})
+	}
+	tr := brokertest.NewFake(256 << 10)
+	h := map[string]claimcheck.Handler{"pdf": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) { return nil, nil })}
+	for _, bad := range []broker.ConsumeOptions{{RawTenant: "aws"}, {RawTenant: "Not A Tenant", DefaultKind: "pdf"}} {
+		bad.Handlers = h
+		if err := broker.Consume(ctx, tr, store, bad); !errors.Is(err, claimcheck.ErrConfig) {
+			t.Errorf("%+v: %v", bad, err)
+		}
 	}
 }

@@ -64,11 +64,14 @@ package broker
 // Caveats of writing the format: an AWS consumer reads the object's bytes as
 // the payload, so a pointer is only useful to it when the object is stored
 // in plaintext (not with claimcheck's client-side encryption) in a bucket it
-// can read. claimcheck's attributes are all of DataType String (see Size);
-// AWS readers test the marker by name only (getReservedAttributeNameIfPresent,
-// `RESERVED_ATTRIBUTE_NAME in message_attributes`), so a String-typed marker
-// is recognised, and claimcheck's transports pass a Number-typed marker's
-// StringValue through unchanged.
+// can read; and the AWS clients delete that object when they acknowledge
+// the message (DeleteMessage; the Java, Python and Go clients by default),
+// so NewPointer points at a copy the message owns, never at the shared
+// content-addressed object. The marker is written with
+// DataType Number, as the AWS clients write it (Message.Types), and the SQS
+// transport keeps that type on every copy, dead letters included; AWS
+// readers test the marker by name only (getReservedAttributeNameIfPresent,
+// `RESERVED_ATTRIBUTE_NAME in message_attributes`).
 
 import (
 	"bytes"
@@ -78,6 +81,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -133,7 +137,12 @@ type Pointer struct {
 	// pointers have one; foreign ones do not).
 	Tenant string
 	// Marker is the marker attribute the size was read from
-	// (AttrPayloadSize or AttrLegacyPayloadSize); ignored by Message.
+	// (AttrPayloadSize or AttrLegacyPayloadSize; "" for an S3Payload
+	// pointer without one), and the one Message writes: AttrPayloadSize
+	// when empty, the current Java and Python clients' name;
+	// AttrLegacyPayloadSize for consumers that recognise only the legacy
+	// name (the npm package sns-sqs-big-payload; the AWS Java client with
+	// its defaults also writes it).
 	Marker string
 }
 
@@ -164,6 +173,29 @@ type pointerFields struct {
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("broker: "+format+": %w", append(args, claimcheck.ErrTicketInvalid)...)
+}
+
+// unrecognisedError is DecodeBody's error for a body that is none of the
+// formats it knows and does not try to be one (no "v", no "S3Payload", no
+// pointer class): what an AWS-format producer sends as a raw payload
+// below its threshold (ConsumeOptions.RawTenant). It wraps
+// ErrTicketInvalid like every DecodeBody error.
+type unrecognisedError struct{ err error }
+
+func (e *unrecognisedError) Error() string { return e.err.Error() }
+func (e *unrecognisedError) Unwrap() error { return e.err }
+
+func unrecognisedf(format string, args ...any) error {
+	return &unrecognisedError{invalidf(format, args...)}
+}
+
+// Unrecognised reports whether err (from DecodeBody) is that of a body in
+// none of the formats DecodeBody knows, rather than a malformed ticket,
+// pointer or envelope: such a body may be a raw payload
+// (ConsumeOptions.RawTenant).
+func Unrecognised(err error) bool {
+	var u *unrecognisedError
+	return errors.As(err, &u)
 }
 
 // ParsePointer reads an AWS payload-offloading pointer from a message body
@@ -217,17 +249,8 @@ func ParsePointer(body []byte, attrs map[string]string) (*Pointer, error) {
 	if p.Size, p.Marker, err = markerSize(attrs); err != nil {
 		return nil, err
 	}
-	if d, ok := attrs[AttrSHA256]; ok {
-		if !claimcheck.IsHexDigest(d) {
-			return nil, invalidf("AWS payload pointer: %s is not 64 lowercase hex characters", AttrSHA256)
-		}
-		p.SHA256 = d
-	}
-	if t, ok := attrs[AttrTenant]; ok {
-		if err := claimcheck.ValidateTenant(t); err != nil {
-			return nil, invalidf("AWS payload pointer: %s: %v", AttrTenant, err)
-		}
-		p.Tenant = t
+	if err := p.claimcheckAttrs(attrs); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -246,6 +269,98 @@ func exactString(fields map[string]json.RawMessage, name string) (string, error)
 		return "", invalidf("AWS payload pointer: no %s", name)
 	}
 	return v, nil
+}
+
+// S3PayloadField is the one field of the pointer body the npm package
+// sns-sqs-big-payload writes by default (not in its
+// extendedLibraryCompatibility mode, which writes the AWS format with the
+// legacy marker): {"S3Payload":{"Id":…,"Bucket":…,"Key":…,"Location":…}}
+// (sns-sqs-big-payload 0.1.4, dist/util.js buildS3Payload and
+// dist/sqs-producer.js sendS3Payload: Id is the uuid the key is made of,
+// Location the S3 URL the upload returned; no message attribute).
+const S3PayloadField = "S3Payload"
+
+// s3PayloadFields is the object inside an S3Payload body.
+type s3PayloadFields struct {
+	ID       *string `json:"Id"`
+	Bucket   *string `json:"Bucket"`
+	Key      *string `json:"Key"`
+	Location *string `json:"Location"`
+}
+
+// ParseS3Payload reads the npm package sns-sqs-big-payload's default
+// pointer body (S3PayloadField): a JSON object whose field "S3Payload" is
+// an object with non-empty strings "Bucket" and "Key" and, optionally,
+// strings "Id" and "Location" (other fields are ignored, as the package's
+// consumer ignores them; names are matched exactly). The format carries no
+// size: Size is -1 unless a marker attribute (AttrPayloadSize or
+// AttrLegacyPayloadSize) gives it. AttrSHA256 and AttrTenant are read as
+// ParsePointer reads them. Every failure wraps claimcheck.ErrTicketInvalid;
+// error strings never contain the key.
+func ParseS3Payload(body []byte, attrs map[string]string) (*Pointer, error) {
+	if len(body) > maxPointerBody {
+		return nil, invalidf("S3Payload body of %d bytes exceeds %d", len(body), maxPointerBody)
+	}
+	var top map[string]json.RawMessage
+	if err := decodeOne(body, &top); err != nil {
+		return nil, invalidf("not an S3Payload pointer: %s", err)
+	}
+	raw, ok := top[S3PayloadField]
+	if !ok || firstByte(raw) != '{' {
+		return nil, invalidf("S3Payload pointer: no %q object", S3PayloadField)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, invalidf("S3Payload pointer: %s", describeJSON(err))
+	}
+	for _, name := range []string{"Id", "Location"} {
+		if v, ok := fields[name]; ok {
+			var str string
+			if json.Unmarshal(v, &str) != nil {
+				return nil, invalidf("S3Payload pointer: field %q has the wrong type", name)
+			}
+		}
+	}
+	bucket, err := exactString(fields, "Bucket")
+	if err != nil {
+		return nil, err
+	}
+	key, err := exactString(fields, "Key")
+	if err != nil {
+		return nil, err
+	}
+	p := &Pointer{Bucket: bucket, Key: key, Size: -1}
+	if err := checkLocation(p.Bucket, p.Key); err != nil {
+		return nil, err
+	}
+	_, current := attrs[AttrPayloadSize]
+	_, legacy := attrs[AttrLegacyPayloadSize]
+	if current || legacy {
+		if p.Size, p.Marker, err = markerSize(attrs); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.claimcheckAttrs(attrs); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// claimcheckAttrs reads AttrSHA256 and AttrTenant into p, if present.
+func (p *Pointer) claimcheckAttrs(attrs map[string]string) error {
+	if d, ok := attrs[AttrSHA256]; ok {
+		if !claimcheck.IsHexDigest(d) {
+			return invalidf("AWS payload pointer: %s is not 64 lowercase hex characters", AttrSHA256)
+		}
+		p.SHA256 = d
+	}
+	if t, ok := attrs[AttrTenant]; ok {
+		if err := claimcheck.ValidateTenant(t); err != nil {
+			return invalidf("AWS payload pointer: %s: %v", AttrTenant, err)
+		}
+		p.Tenant = t
+	}
+	return nil
 }
 
 // markerSize reads the payload size from whichever marker is present, the
@@ -289,26 +404,43 @@ func checkLocation(bucket, key string) error {
 	return nil
 }
 
-// NewPointer is the pointer to an offloaded ticket's object in bucket (the
-// bucket behind the ticket's store, which only the caller knows), carrying
-// the ticket's size, digest and tenant. ErrConfig for an inline ticket:
-// there is no object to point at.
-func NewPointer(bucket string, t *claimcheck.Ticket) (*Pointer, error) {
-	if t.IsInline() {
-		return nil, fmt.Errorf("broker: inline ticket %s has no object for an AWS payload pointer: %w", t, claimcheck.ErrConfig)
+// NewPointer publishes t's payload for an AWS-format consumer: it copies
+// the payload to an object only this pointer names
+// (claimcheck.Store.CopyForPointer: payloads/<tenant>/pointer/<random hex>,
+// server-side where the store can) and returns the pointer to that copy in
+// bucket (the bucket behind store, as the consumer names it; its key
+// includes the store's namespace), carrying t's size, digest and tenant.
+//
+// A pointer never names the ticket's own object: that object is
+// content-addressed and shared by every check-in of the same bytes
+// (docs/invariants.md, invariant 2), and the AWS extended clients delete
+// the object a pointer names when they acknowledge its message (the Java,
+// Python and Go clients by default), which would take the payload from
+// under every other ticket and job holding it. The copy is the message's
+// own: deleting it harms nothing else, and the sweeper removes it after its
+// pointer retention if no consumer does (sweep.Options.PointerRetention).
+// Call NewPointer once per message published.
+//
+// Errors: those of CopyForPointer (ErrConfig for a sealing store).
+func NewPointer(ctx context.Context, store *claimcheck.Store, bucket string, t *claimcheck.Ticket) (*Pointer, error) {
+	key, err := store.CopyForPointer(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("broker: AWS payload pointer: %w", err)
 	}
-	return &Pointer{Bucket: bucket, Key: t.Key, Size: t.Size, SHA256: t.SHA256, Tenant: t.Tenant}, nil
+	return &Pointer{Bucket: bucket, Key: store.Namespace() + key, Size: t.Size, SHA256: t.SHA256, Tenant: t.Tenant}, nil
 }
 
 // Message encodes p in the AWS payload-offloading format, so the Java and
 // Python extended clients read it: the body
 // ["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":…,"s3Key":…}]
-// exactly as Jackson writes it, the attributes extra plus AttrPayloadSize
-// (the current marker name) and, when set, AttrSHA256 and AttrTenant.
+// exactly as Jackson writes it, the attributes extra plus the marker
+// (p.Marker: AttrPayloadSize unless AttrLegacyPayloadSize is asked for)
+// with data type Number, as the Java and Python clients write it
+// (Message.Types), and, when set, AttrSHA256 and AttrTenant.
 //
 // ErrTicketInvalid if p is incomplete or malformed; ErrConfig if extra uses
-// a name Message writes, or the message would carry more attributes than
-// SQS allows (10).
+// a name Message writes, p.Marker is neither marker name, or the message
+// would carry more attributes than SQS allows (10).
 func (p *Pointer) Message(extra map[string]string) (Message, error) {
 	if p.Bucket == "" || p.Key == "" {
 		return Message{}, invalidf("AWS payload pointer needs a bucket and a key")
@@ -335,7 +467,15 @@ func (p *Pointer) Message(extra map[string]string) (Message, error) {
 		}
 		attrs[k] = v
 	}
-	attrs[AttrPayloadSize] = strconv.FormatInt(p.Size, 10)
+	marker := p.Marker
+	switch marker {
+	case "":
+		marker = AttrPayloadSize
+	case AttrPayloadSize, AttrLegacyPayloadSize:
+	default:
+		return Message{}, fmt.Errorf("broker: AWS payload pointer: marker %q is neither %s nor %s: %w", truncate(marker, 40), AttrPayloadSize, AttrLegacyPayloadSize, claimcheck.ErrConfig)
+	}
+	attrs[marker] = strconv.FormatInt(p.Size, 10)
 	if p.SHA256 != "" {
 		attrs[AttrSHA256] = p.SHA256
 	}
@@ -353,7 +493,7 @@ func (p *Pointer) Message(extra map[string]string) (Message, error) {
 	if err := enc.Encode([]any{PointerClass, pointerFields{Bucket: &b, Key: &k}}); err != nil {
 		return Message{}, fmt.Errorf("broker: encode AWS payload pointer: %w", err)
 	}
-	return Message{Body: bytes.TrimSuffix(buf.Bytes(), []byte("\n")), Attributes: attrs}, nil
+	return Message{Body: bytes.TrimSuffix(buf.Bytes(), []byte("\n")), Attributes: attrs, Types: map[string]string{marker: AttrNumber}}, nil
 }
 
 // SNS message types (Amazon SNS Developer Guide, HTTP/HTTPS JSON formats).
@@ -365,7 +505,8 @@ var snsTypes = map[string]bool{"Notification": true, "SubscriptionConfirmation":
 // message: its body is the Message string, its attributes those of attrs
 // (the carrying queue's own, usually none) merged with the envelope's
 // MessageAttributes (each {"Type":…,"Value":…}; the Value string is taken
-// as is, so a Binary attribute stays base64).
+// as is, so a Binary attribute stays base64, and a Type other than String
+// is kept in the message's Types).
 //
 // ok is false, with no error, when body is not an SNS envelope: not a JSON
 // object, or one without an SNS "Type". A body that is an SNS envelope but
@@ -410,6 +551,7 @@ func UnwrapSNS(body []byte, attrs map[string]string) (Message, bool, error) {
 	for k, v := range attrs {
 		out[k] = v
 	}
+	var types map[string]string // the envelope's non-String types
 	for name, raw := range envAttrs {
 		var fields map[string]json.RawMessage
 		var t, v string
@@ -422,8 +564,14 @@ func UnwrapSNS(body []byte, attrs map[string]string) (Message, bool, error) {
 			return Message{}, true, invalidf("SNS notification: attribute %q differs between the envelope and the queue message", truncate(name, 80))
 		}
 		out[name] = v
+		if t != attributeType {
+			if types == nil {
+				types = map[string]string{}
+			}
+			types[name] = t
+		}
 	}
-	return Message{Body: []byte(msg), Attributes: out}, true, nil
+	return Message{Body: []byte(msg), Attributes: out, Types: types}, true, nil
 }
 
 // BodyKind is what DecodeBody found in a message.
@@ -434,6 +582,9 @@ const (
 	KindTicket BodyKind = "ticket"
 	// KindPointer is an AWS payload-offloading pointer.
 	KindPointer BodyKind = "aws-pointer"
+	// KindRaw is a body in none of the formats, taken as the payload
+	// itself (ConsumeOptions.RawTenant). DecodeBody never returns it.
+	KindRaw BodyKind = "raw"
 )
 
 // Decoded is a classified message.
@@ -456,12 +607,17 @@ type Decoded struct {
 //     validated by claimcheck.ParseTicket; its AttrTenant attribute, if any,
 //     must match the ticket's tenant;
 //   - an AWS payload-offloading pointer: a JSON array, parsed by
-//     ParsePointer (marker attribute required).
+//     ParsePointer (marker attribute required);
+//   - the npm package sns-sqs-big-payload's default pointer: a JSON object
+//     with an "S3Payload" field (and no "v"), parsed by ParseS3Payload
+//     (no marker: its size is not known).
 //
 // Anything else — an empty or non-JSON body, a JSON object that is neither,
 // an SNS envelope inside an SNS envelope, a malformed envelope, ticket or
 // pointer — is an error wrapping claimcheck.ErrTicketInvalid, so a consumer
-// dead-letters it at once and never hands it to a handler as payload. Error
+// dead-letters it at once and never hands it to a handler as payload
+// (unless it accepts raw payloads, ConsumeOptions.RawTenant, and the body
+// is Unrecognised: in none of the formats, rather than a malformed one). Error
 // strings never contain body bytes or object keys.
 //
 // DecodeBody is a pure function: it reads no store and settles nothing.
@@ -482,11 +638,11 @@ func DecodeBody(m Message) (*Decoded, error) {
 	switch firstByte(body) {
 	case '{':
 		if len(body) > claimcheck.MaxEncodedTicketBytes {
-			return nil, invalidf("%s body of %d bytes is larger than any ticket", where, len(body))
+			return nil, unrecognisedf("%s body of %d bytes is larger than any ticket or pointer", where, len(body))
 		}
 		var probe map[string]json.RawMessage
 		if err := decodeOne(body, &probe); err != nil {
-			return nil, invalidf("unrecognised %s body: a JSON object that does not decode (%s)", where, err)
+			return nil, unrecognisedf("unrecognised %s body: a JSON object that does not decode (%s)", where, err)
 		}
 		if _, ok := probe["v"]; ok {
 			t, err := claimcheck.ParseTicket(body)
@@ -499,6 +655,14 @@ func DecodeBody(m Message) (*Decoded, error) {
 			d.Kind, d.Ticket = KindTicket, t
 			return d, nil
 		}
+		if _, ok := probe[S3PayloadField]; ok {
+			p, err := ParseS3Payload(body, attrs)
+			if err != nil {
+				return nil, fmt.Errorf("broker: %s: %w", where, err)
+			}
+			d.Kind, d.Pointer = KindPointer, p
+			return d, nil
+		}
 		if d.SNS {
 			if _, nested := probe["Type"]; nested {
 				if _, nestedOK, _ := UnwrapSNS(body, nil); nestedOK {
@@ -506,10 +670,13 @@ func DecodeBody(m Message) (*Decoded, error) {
 				}
 			}
 		}
-		return nil, invalidf("unrecognised %s body: a JSON object that is neither a claimcheck ticket (no \"v\") nor an SNS notification", where)
+		return nil, unrecognisedf("unrecognised %s body: a JSON object that is neither a claimcheck ticket (no \"v\"), an S3Payload pointer nor an SNS notification", where)
 	case '[':
 		p, err := ParsePointer(body, attrs)
 		if err != nil {
+			if !pointerClassFirst(body) {
+				return nil, &unrecognisedError{fmt.Errorf("broker: unrecognised %s body: %w", where, err)}
+			}
 			return nil, fmt.Errorf("broker: %s: %w", where, err)
 		}
 		d.Kind, d.Pointer = KindPointer, p
@@ -517,8 +684,30 @@ func DecodeBody(m Message) (*Decoded, error) {
 	case 0:
 		return nil, invalidf("empty %s body", where)
 	default:
-		return nil, invalidf("unrecognised %s body: neither a claimcheck ticket, an AWS payload pointer nor an SNS notification", where)
+		return nil, unrecognisedf("unrecognised %s body: neither a claimcheck ticket, an AWS payload pointer nor an SNS notification", where)
 	}
+}
+
+// pointerClassFirst reports whether body is a JSON array whose first
+// element is one of the pointer class names: an AWS payload pointer,
+// however malformed the rest, never a raw payload.
+func pointerClassFirst(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return false
+	}
+	t, err := dec.Token()
+	return err == nil && (t == PointerClass || t == LegacyPointerClass)
+}
+
+// RawMessage is m as a raw payload message: the notification inside m's
+// SNS envelope if it is one (UnwrapSNS), else m. A malformed envelope is
+// taken as it is.
+func RawMessage(m Message) Message {
+	if inner, ok, err := UnwrapSNS(m.Body, m.Attributes); ok && err == nil {
+		return inner
+	}
+	return m
 }
 
 // firstByte is the first non-whitespace byte of b (JSON whitespace), 0 if
@@ -588,12 +777,16 @@ func (opts *ConsumeOptions) pointerTicket(ctx context.Context, store *claimcheck
 	case p.Bucket != opts.PointerBucket:
 		return nil, invalidf("AWS payload pointer (%s) names another bucket than this consumer's %q", p, opts.PointerBucket)
 	}
+	key, ok := strings.CutPrefix(p.Key, store.Namespace())
+	if !ok {
+		return nil, invalidf("AWS payload pointer (%s) names an object outside this store's namespace %q", p, store.Namespace())
+	}
 	if p.Verifiable() {
 		if p.Tenant == "" {
 			return nil, invalidf("AWS payload pointer (%s) has a digest but no %s attribute", p, AttrTenant)
 		}
 		t := &claimcheck.Ticket{Version: claimcheck.TicketVersion, Tenant: p.Tenant, Store: store.Name(),
-			Key: p.Key, SHA256: p.SHA256, Size: p.Size, Created: time.Now().UTC()}
+			Key: key, SHA256: p.SHA256, Size: p.Size, Created: time.Now().UTC()}
 		b, err := t.Marshal()
 		if err != nil {
 			return nil, fmt.Errorf("broker: AWS payload pointer (%s): %w", p, err)
@@ -603,7 +796,7 @@ func (opts *ConsumeOptions) pointerTicket(ctx context.Context, store *claimcheck
 	if opts.AdoptTenant == "" {
 		return nil, invalidf("AWS payload pointer (%s) carries no digest, so its payload cannot be verified; this consumer adopts no foreign pointers", p)
 	}
-	t, err := store.Adopt(ctx, opts.AdoptTenant, p.Key, p.Size, nil)
+	t, err := store.Adopt(ctx, opts.AdoptTenant, key, p.Size, nil)
 	if err != nil {
 		return nil, fmt.Errorf("broker: adopt AWS payload pointer (%s): %w", p, err)
 	}

@@ -259,12 +259,16 @@ func TestDecodeBodyRejects(t *testing.T) {
 	}
 }
 
+// pointerTo is the pointer NewPointer makes, but to the ticket's own key
+// (these tests look at the format only; NewPointer's copy is tested in
+// consume_interop_test.go).
+func pointerTo(bucket string, tk *claimcheck.Ticket) *Pointer {
+	return &Pointer{Bucket: bucket, Key: tk.Key, Size: tk.Size, SHA256: tk.SHA256, Tenant: tk.Tenant}
+}
+
 func TestPointerRoundTrip(t *testing.T) {
 	tk := offloadedTicket(t)
-	p, err := NewPointer("claimcheck-payloads", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := pointerTo("claimcheck-payloads", tk)
 	m, err := p.Message(map[string]string{AttrKind: "pdf"})
 	if err != nil {
 		t.Fatal(err)
@@ -347,11 +351,7 @@ func TestPointerMessageNoHTMLEscaping(t *testing.T) {
 
 func TestPointerMessageRefuses(t *testing.T) {
 	tk := offloadedTicket(t)
-	inline := &claimcheck.Ticket{Version: 1, Tenant: "acme", SHA256: testDigest, Size: 0, Created: time.Now().UTC()}
-	if _, err := NewPointer("b", inline); !errors.Is(err, claimcheck.ErrConfig) {
-		t.Fatalf("inline ticket: %v", err)
-	}
-	p, _ := NewPointer("b", tk)
+	p := pointerTo("b", tk)
 	for _, name := range []string{AttrPayloadSize, AttrLegacyPayloadSize, AttrSHA256, AttrTenant} {
 		if _, err := p.Message(map[string]string{name: "1"}); !errors.Is(err, claimcheck.ErrConfig) {
 			t.Errorf("reserved %s: %v", name, err)
@@ -378,5 +378,116 @@ func TestPointerMessageRefuses(t *testing.T) {
 		if _, err := bad.Message(nil); !errors.Is(err, claimcheck.ErrTicketInvalid) {
 			t.Errorf("%+v: %v", bad, err)
 		}
+	}
+}
+
+// The npm package sns-sqs-big-payload 0.1.4's default pointer body, as
+// dist/util.js buildS3Payload writes it: JSON.stringify({S3Payload: meta})
+// with meta {Id, Bucket, Key, Location} from sendJSON (Key is Id + ".json"
+// outside its extendedLibraryCompatibility mode).
+const npmBody = `{"S3Payload":{"Id":"5f0c4b7e-2f6a-4a53-9d55-0d8d2f1b8f3e","Bucket":"my-bucket","Key":"5f0c4b7e-2f6a-4a53-9d55-0d8d2f1b8f3e.json","Location":"http://127.0.0.1:8333/my-bucket/5f0c4b7e-2f6a-4a53-9d55-0d8d2f1b8f3e.json"}}`
+
+func TestDecodeBodyS3Payload(t *testing.T) {
+	d, err := DecodeBody(Message{Body: []byte(npmBody)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := d.Pointer
+	if d.Kind != KindPointer || p.Bucket != "my-bucket" || p.Key != "5f0c4b7e-2f6a-4a53-9d55-0d8d2f1b8f3e.json" || p.Size != -1 || p.Marker != "" || p.Verifiable() {
+		t.Fatalf("%s %+v", d.Kind, p)
+	}
+	// A marker, if some producer adds one, gives the size.
+	d, err = DecodeBody(Message{Body: []byte(npmBody), Attributes: map[string]string{AttrLegacyPayloadSize: "300"}})
+	if err != nil || d.Pointer.Size != 300 || d.Pointer.Marker != AttrLegacyPayloadSize {
+		t.Fatalf("%+v %v", d, err)
+	}
+	for name, body := range map[string]string{
+		"NoKey":         `{"S3Payload":{"Bucket":"b"}}`,
+		"EmptyBucket":   `{"S3Payload":{"Bucket":"","Key":"k"}}`,
+		"KeyNotString":  `{"S3Payload":{"Bucket":"b","Key":7}}`,
+		"IdNotString":   `{"S3Payload":{"Id":1,"Bucket":"b","Key":"k"}}`,
+		"NotAnObject":   `{"S3Payload":"b/k"}`,
+		"Null":          `{"S3Payload":null}`,
+		"LowercaseName": `{"S3Payload":{"bucket":"b","key":"k"}}`,
+		"Trailing":      `{"S3Payload":{"Bucket":"b","Key":"k"}} {}`,
+		"LongKey":       `{"S3Payload":{"Bucket":"b","Key":"` + strings.Repeat("k", 1025) + `"}}`,
+	} {
+		if _, err := DecodeBody(Message{Body: []byte(body)}); !errors.Is(err, claimcheck.ErrTicketInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := DecodeBody(Message{Body: []byte(npmBody), Attributes: map[string]string{AttrPayloadSize: "x"}}); !errors.Is(err, claimcheck.ErrTicketInvalid) {
+		t.Errorf("bad marker: %v", err)
+	}
+}
+
+// FuzzParseS3Payload: no input panics, every error wraps ErrTicketInvalid
+// and names no key, and whatever parses has a bucket, a key and a size of
+// -1 or more.
+func FuzzParseS3Payload(f *testing.F) {
+	f.Add([]byte(npmBody), "")
+	f.Add([]byte(`{"S3Payload":{"Bucket":"b","Key":"k"}}`), "12")
+	f.Add([]byte(`{"S3Payload":{"Bucket":"b","Key":"secret-key-\u00e9"}}`), "-1")
+	f.Add([]byte(`{"S3Payload":[]}`), "")
+	f.Add([]byte(`["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]`), "1")
+	f.Fuzz(func(t *testing.T, body []byte, size string) {
+		attrs := map[string]string{}
+		if size != "" {
+			attrs[AttrLegacyPayloadSize] = size
+		}
+		p, err := ParseS3Payload(body, attrs)
+		if err != nil {
+			if !errors.Is(err, claimcheck.ErrTicketInvalid) {
+				t.Fatalf("error does not wrap ErrTicketInvalid: %v", err)
+			}
+			var v struct {
+				S struct{ Key string } `json:"S3Payload"`
+			}
+			if json.Unmarshal(body, &v) == nil && len(v.S.Key) > 8 && strings.Contains(err.Error(), v.S.Key) {
+				t.Fatalf("error names the key: %v", err)
+			}
+			return
+		}
+		if p.Bucket == "" || p.Key == "" || p.Size < -1 || (size == "" && p.Size != -1) {
+			t.Fatalf("parsed %+v from %q", p, body)
+		}
+		d, err := DecodeBody(Message{Body: body, Attributes: attrs})
+		if firstByte(body) == '{' && err == nil && d.Kind == KindPointer && (d.Pointer.Key != p.Key || d.Pointer.Bucket != p.Bucket) {
+			t.Fatalf("DecodeBody and ParseS3Payload disagree: %+v, %+v", d.Pointer, p)
+		}
+	})
+}
+
+// TestPointerMessageMarker: the marker is written under the name asked
+// for, ExtendedPayloadSize by default and SQSLargePayloadSize for legacy
+// consumers, with data type Number as the AWS clients write it.
+func TestPointerMessageMarker(t *testing.T) {
+	tk := offloadedTicket(t)
+	for marker, want := range map[string]string{"": AttrPayloadSize, AttrPayloadSize: AttrPayloadSize, AttrLegacyPayloadSize: AttrLegacyPayloadSize} {
+		p := pointerTo("b", tk)
+		p.Marker = marker
+		m, err := p.Message(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := AttrLegacyPayloadSize
+		if want == other {
+			other = AttrPayloadSize
+		}
+		if m.Attributes[want] != "4707275" || m.AttributeType(want) != AttrNumber || m.Attributes[other] != "" {
+			t.Fatalf("marker %q: attributes %v, types %v", marker, m.Attributes, m.Types)
+		}
+		if m.AttributeType(AttrSHA256) != "String" {
+			t.Fatalf("types %v", m.Types)
+		}
+		back, err := ParsePointer(m.Body, m.Attributes)
+		if err != nil || back.Marker != want || back.Size != tk.Size {
+			t.Fatalf("%+v %v", back, err)
+		}
+	}
+	p := pointerTo("b", tk)
+	p.Marker = "LargePayloadSize"
+	if _, err := p.Message(nil); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Fatalf("unknown marker: %v", err)
 	}
 }

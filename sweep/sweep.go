@@ -52,6 +52,12 @@
 // the key's lock once the store confirms the object does not exist (an
 // intent of an existing object goes with the object's own decision).
 //
+// Pointer copies (payloads/<tenant>/pointer/<random hex>, written by
+// claimcheck.Store.CopyForPointer for one AWS-format message each) have no
+// registry row by design: each is kept until it is older than
+// Options.PointerRetention, the longest its message can wait in a queue,
+// then removed (reason PointerCopy), unless the consumer deleted it first.
+//
 // Expiry (Options.Expiry, for stores with no lifecycle rules: the file
 // store) deletes an object older than its prefix's expiry even if it has a
 // registry row, unless a job referring to it is still pending (available,
@@ -94,6 +100,11 @@ const (
 	// DefaultPageSize is the number of objects listed, and keys looked up,
 	// at a time.
 	DefaultPageSize = 1000
+	// DefaultPointerRetention is how long a pointer copy is kept: 14 days,
+	// SQS's longest message retention period (MessageRetentionPeriod,
+	// at most 1,209,600 seconds: Amazon SQS API Reference,
+	// SetQueueAttributes).
+	DefaultPointerRetention = 14 * 24 * time.Hour
 	// MaxPageSize bounds PageSize: one registry query carries one bind
 	// parameter per key (SQLite allows 32766, PostgreSQL 65535).
 	MaxPageSize = 10000
@@ -115,6 +126,10 @@ const (
 	// IncompleteUpload is an S3 multipart upload never completed: aborted
 	// past the grace period, kept within it.
 	IncompleteUpload Reason = "incomplete-upload"
+	// PointerCopy is a per-message pointer copy
+	// (claimcheck.PointerKey): removed once older than PointerRetention,
+	// kept within it.
+	PointerCopy Reason = "pointer-copy"
 	// StaleIntent is a check-in intent older than the grace period whose
 	// object was never written (its check-in was killed or failed):
 	// always removed. Its entry's Size is 0 and its ModTime zero.
@@ -153,6 +168,12 @@ type Options struct {
 	// enforce no lifecycle rules themselves (file://). Each expiry must be
 	// at least Grace.
 	Expiry map[string]time.Duration
+	// PointerRetention is how long a pointer copy (claimcheck.PointerKey:
+	// the object one AWS-format message names, with no registry row) is
+	// kept before it is removed: at least the longest time such a message
+	// can wait in its queue, retries and dead-letter queue included.
+	// Default DefaultPointerRetention; at least Grace.
+	PointerRetention time.Duration
 	// AllowEmptyRegistry lets Sweep delete orphans while the claims registry
 	// has no row at all. Without it Sweep refuses, since every object would
 	// then be an orphan: the usual cause is the wrong database.
@@ -316,6 +337,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.Grace = DefaultGrace
 	case o.Grace < MinGrace:
 		return bad("grace period %s is below the minimum of %s: an upload whose transaction has not committed yet would be deleted", claimcheck.FormatDuration(o.Grace), claimcheck.FormatDuration(MinGrace))
+	}
+	switch {
+	case o.PointerRetention == 0:
+		o.PointerRetention = DefaultPointerRetention
+	case o.PointerRetention < o.Grace:
+		return bad("pointer retention %s is shorter than the grace period of %s", claimcheck.FormatDuration(o.PointerRetention), claimcheck.FormatDuration(o.Grace))
 	}
 	if len(o.Prefixes) == 0 {
 		o.Prefixes = []string{claimcheck.PrefixPayloads, claimcheck.PrefixResults}
@@ -589,6 +616,18 @@ func (s *sweeper) decide(obj *blob.ListObject, refs map[string]*Refs) Entry {
 			e.Reason = TooYoung
 		}
 		e.Detail = "the store reports no past modification time, so its age is unknown: kept"
+		return e
+	}
+	if r == nil && claimcheck.PointerKey(obj.Key) {
+		e.Reason = PointerCopy
+		if e.Age <= s.o.PointerRetention {
+			e.Detail = fmt.Sprintf("a pointer copy one AWS-format message names, %s old (pointer retention %s): its message may still be waiting",
+				claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.PointerRetention))
+			return e
+		}
+		e.Removed = true
+		e.Detail = fmt.Sprintf("a pointer copy %s old, past the pointer retention of %s: its message has been consumed or has expired",
+			claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.PointerRetention))
 		return e
 	}
 	if r == nil {

@@ -352,6 +352,58 @@ func TestSweepExpiry(t *testing.T) {
 	})
 }
 
+// TestSweepPointerCopies: per-message pointer copies
+// (claimcheck.Store.CopyForPointer) have no registry row; the sweep keeps
+// them within the pointer retention, however far past the orphans' grace
+// period, and removes them after it. The job's own object, which the copies
+// came from, is untouched.
+func TestSweepPointerCopies(t *testing.T) {
+	databases(t, func(t *testing.T, b *bundle) {
+		_, shared := b.enqueue(t, "queued", "a payload some AWS-format consumers are also pointed at")
+		tk, err := b.store.CheckIn(b.ctx, tenant, strings.NewReader("a payload some AWS-format consumers are also pointed at"), nil)
+		if err != nil || tk.Key != shared {
+			t.Fatalf("check-in of the same bytes: %v (key shared: %v)", err, err == nil && tk.Key == shared)
+		}
+		var copies []string
+		for range 3 {
+			k, err := b.store.CopyForPointer(b.ctx, tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !claimcheck.PointerKey(k) {
+				t.Fatalf("CopyForPointer's key is not a pointer key")
+			}
+			copies = append(copies, k)
+		}
+		b.backdate(t, copies[0], 13*day)
+		b.backdate(t, copies[1], 15*day)
+		b.backdate(t, shared, 15*day)
+		rep := b.sweep(t, sweep.Options{})
+		logReport(t, "default pointer retention (14 days)", rep)
+		want := map[string]string{
+			shared:    "kept referenced",
+			copies[0]: "kept pointer-copy",
+			copies[1]: "removed pointer-copy",
+			copies[2]: "kept pointer-copy",
+		}
+		if got := decisions(rep); !equalMaps(got, want) {
+			t.Errorf("decisions:\n%s\nwant:\n%s", fmtMap(got), fmtMap(want))
+		}
+		for k, w := range want {
+			if b.exists(t, k) != strings.HasPrefix(w, "kept") {
+				t.Errorf("%s: %s, but exists = %v", sweep.RedactKey(k), w, !strings.HasPrefix(w, "kept"))
+			}
+		}
+		rep = b.sweep(t, sweep.Options{PointerRetention: 12 * day})
+		if got := decisions(rep)[copies[0]]; got != "removed pointer-copy" {
+			t.Errorf("a 13-day-old copy with a 12-day pointer retention: %q", got)
+		}
+		if _, err := sweep.Sweep(b.ctx, sweep.Options{Store: b.store, DB: b.pipe.DB(), PointerRetention: time.Hour, Grace: 2 * time.Hour}); !errors.Is(err, claimcheck.ErrConfig) {
+			t.Errorf("a pointer retention below the grace period: %v", err)
+		}
+	})
+}
+
 // Work in pages: PageSize 2 over 7 objects gives the same decisions as one
 // page, one registry query per page.
 func TestSweepPages(t *testing.T) {

@@ -17,8 +17,10 @@
 //     of every response is checked: an entry in Failed, or missing from
 //     both Successful and Failed, is named in a *broker.PublishError, as are
 //     the entries of a batch whose request failed as a whole.
-//   - Attributes travel as MessageAttributes of DataType String, every one
-//     unchanged, broker.AttrID included (SQS's own MessageId is assigned by
+//   - Attributes travel as MessageAttributes of DataType String (or the
+//     type broker.Message.Types gives, such as Number for the AWS pointer's
+//     size marker; Receive reads the type back, and DeadLetter's copy keeps
+//     it), every one unchanged, broker.AttrID included (SQS's own MessageId is assigned by
 //     SQS, so the producer's id stays an attribute). SQS allows at most 10
 //     per message and no empty values; Publish refuses such messages before
 //     sending anything.
@@ -293,13 +295,16 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
-func attributes(a map[string]string) map[string]types.MessageAttributeValue {
-	if len(a) == 0 {
+// attributes are m's attributes as SQS message attributes, each of its
+// data type (broker.Message.AttributeType: String unless Types says
+// otherwise, such as the AWS pointer's Number-typed size marker).
+func attributes(m broker.Message) map[string]types.MessageAttributeValue {
+	if len(m.Attributes) == 0 {
 		return nil
 	}
-	out := make(map[string]types.MessageAttributeValue, len(a))
-	for k, v := range a {
-		out[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	out := make(map[string]types.MessageAttributeValue, len(m.Attributes))
+	for k, v := range m.Attributes {
+		out[k] = types.MessageAttributeValue{DataType: aws.String(m.AttributeType(k)), StringValue: aws.String(v)}
 	}
 	return out
 }
@@ -349,7 +354,7 @@ func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 			e := types.SendMessageBatchRequestEntry{
 				Id:                aws.String(strconv.Itoa(i)),
 				MessageBody:       aws.String(string(msgs[i].Body)),
-				MessageAttributes: attributes(msgs[i].Attributes),
+				MessageAttributes: attributes(msgs[i]),
 			}
 			if t.fifo {
 				e.MessageGroupId = aws.String(msgs[i].Attributes[broker.AttrTenant])
@@ -516,9 +521,16 @@ func (t *Transport) poll(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 
 func toDelivery(queue string, m types.Message) *broker.Delivery {
 	attrs := make(map[string]string, len(m.MessageAttributes))
+	var typed map[string]string // data types other than String
 	for k, v := range m.MessageAttributes {
 		if v.StringValue != nil {
 			attrs[k] = *v.StringValue
+			if dt := aws.ToString(v.DataType); dt != "" && dt != "String" {
+				if typed == nil {
+					typed = map[string]string{}
+				}
+				typed[k] = dt
+			}
 		}
 	}
 	attempt := 1
@@ -526,7 +538,7 @@ func toDelivery(queue string, m types.Message) *broker.Delivery {
 		attempt = n
 	}
 	return &broker.Delivery{
-		Message: broker.Message{Body: []byte(aws.ToString(m.Body)), Attributes: attrs},
+		Message: broker.Message{Body: []byte(aws.ToString(m.Body)), Attributes: attrs, Types: typed},
 		ID:      aws.ToString(m.MessageId),
 		Attempt: attempt,
 		Handle:  handle{QueueURL: queue, ReceiptHandle: aws.ToString(m.ReceiptHandle)},
@@ -592,7 +604,7 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 		attrs[k] = v
 	}
 	attrs[broker.AttrReason] = reason
-	m := broker.Message{Body: d.Body, Attributes: attrs}
+	m := broker.Message{Body: d.Body, Attributes: attrs, Types: d.Types} // the original's data types kept
 	if err := broker.CheckSize([]broker.Message{m}, t.opts.MaxMessageSize); err != nil {
 		return fmt.Errorf("sqs: dead-letter %s: copy with reason: %w", d.ID, err)
 	}
@@ -600,7 +612,7 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 		return fmt.Errorf("sqs: dead-letter %s: %w", d.ID, err)
 	}
 	in := &sqs.SendMessageInput{
-		QueueUrl: aws.String(t.opts.DeadLetterQueueURL), MessageBody: aws.String(string(m.Body)), MessageAttributes: attributes(attrs),
+		QueueUrl: aws.String(t.opts.DeadLetterQueueURL), MessageBody: aws.String(string(m.Body)), MessageAttributes: attributes(m),
 	}
 	if t.fifo {
 		group := attrs[broker.AttrTenant]

@@ -39,7 +39,7 @@ type sweepOptions struct {
 	reader
 	dryRun, reveal, allowEmpty     bool
 	grace, expPayloads, expResults string
-	inboxRetention                 string
+	inboxRetention, pointerRet     string
 	pageSize                       int
 	opts                           sweep.Options // the flags parsed by Validate
 	inboxAge                       time.Duration // --inbox-retention parsed by Validate
@@ -55,6 +55,14 @@ func (o *sweepOptions) Validate() error {
 	}
 	if opts.Grace < sweep.MinGrace {
 		return usagef("--grace %s is below the minimum of %s: an upload whose transaction has not committed yet would be deleted", o.grace, claimcheck.FormatDuration(sweep.MinGrace))
+	}
+	if o.pointerRet != "" {
+		if opts.PointerRetention, err = claimcheck.ParseDuration(o.pointerRet); err != nil {
+			return usagef("--pointer-retention: %v", err)
+		}
+		if opts.PointerRetention < opts.Grace {
+			return usagef("--pointer-retention %s is shorter than --grace %s", o.pointerRet, o.grace)
+		}
 	}
 	if o.pageSize < 1 || o.pageSize > sweep.MaxPageSize {
 		return usagef("--page-size %d: use 1 to %d", o.pageSize, sweep.MaxPageSize)
@@ -138,6 +146,8 @@ memory does not grow with the bucket.`,
 	f.StringVar(&o.expResults, "expire-results", "", "the same for results")
 	f.StringVar(&o.inboxRetention, "inbox-retention", "",
 		"forget the broker inbox's record of a message settled longer ago than this (default: the results' retention, \"claimcheck retention\"; at least the dead-letter retention)")
+	f.StringVar(&o.pointerRet, "pointer-retention", "",
+		"keep an AWS payload pointer's per-message copy (payloads/<tenant>/pointer/…) this long, then delete it (default "+claimcheck.FormatDuration(sweep.DefaultPointerRetention)+", SQS's longest message retention)")
 	f.IntVar(&o.pageSize, "page-size", sweep.DefaultPageSize, "objects listed and looked up at a time")
 	f.BoolVar(&o.reveal, "reveal", false, "show full object keys (they can encode tenant and content identity)")
 	f.BoolVar(&o.allowEmpty, "allow-empty-registry", false, "sweep even though no job was ever registered (otherwise refused: usually the wrong --database)")

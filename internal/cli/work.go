@@ -33,6 +33,7 @@ type workOptions struct {
 	untilEmpty, noRelay, deleteOnAck bool
 	strict                           bool
 	pointerBucket, adoptTenant       string
+	rawTenant                        string
 	idle, drainTimeout               time.Duration
 	httpAddr                         string   // --http
 	exec                             bool     // --exec was given
@@ -71,6 +72,11 @@ func (o *workOptions) Validate() error {
 	if err := validateHTTPAddr(o.httpAddr); err != nil {
 		return err
 	}
+	if o.rawTenant != "" {
+		if err := claimcheck.ValidateTenant(o.rawTenant); err != nil {
+			return usagef("--raw-tenant: %v", err)
+		}
+	}
 	if o.adoptTenant != "" {
 		if err := claimcheck.ValidateTenant(o.adoptTenant); err != nil {
 			return usagef("--adopt-tenant: %v", err)
@@ -86,7 +92,7 @@ func (o *workOptions) Validate() error {
 // --exec) and which flags were given.
 func (o *workOptions) bind(cmd *cobra.Command, args []string) {
 	o.exec, o.brokerOnly = cmd.Flags().Changed("exec"), nil
-	for _, f := range []string{"no-relay", "idle", "delete-on-ack", "pointer-bucket", "adopt-tenant"} {
+	for _, f := range []string{"no-relay", "idle", "delete-on-ack", "pointer-bucket", "adopt-tenant", "raw-tenant"} {
 		if cmd.Flags().Changed(f) {
 			o.brokerOnly = append(o.brokerOnly, f)
 		}
@@ -128,6 +134,7 @@ delivered nothing for --idle.`,
 	c.Flags().BoolVar(&o.noRelay, "no-relay", false, "with --broker: consume only; another process relays the outbox")
 	c.Flags().BoolVar(&o.deleteOnAck, "delete-on-ack", false, "with --broker: delete a payload's object once its message is acknowledged and no other subscriber or job refers to it (default: retention and sweep clean up)")
 	c.Flags().StringVar(&o.pointerBucket, "pointer-bucket", "", "with --broker: accept AWS extended-client payload pointers naming this bucket (the store's), as jobs of --kind")
+	c.Flags().StringVar(&o.rawTenant, "raw-tenant", "", "with --broker: take a body that is no ticket, pointer or SNS envelope (an AWS-format producer's payload below its threshold) as the payload itself, for this tenant, as a job of --kind; verified by nothing but its own bytes")
 	c.Flags().StringVar(&o.adoptTenant, "adopt-tenant", "", "with --pointer-bucket: accept pointers without claimcheck's digest (Java/Python producers) for this tenant: read once, size-checked, checked in, then verified")
 	c.Flags().DurationVar(&o.idle, "idle", 3*time.Second, "with --broker --until-empty: how long the broker must deliver nothing")
 	c.Flags().DurationVar(&o.drainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "on SIGTERM or interrupt: how long running handlers may finish before their jobs go back to the queue (attempt not spent); a second signal stops at once")
@@ -213,8 +220,8 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		defer tr.Close()
 		src := brokerSource(g, tr, stderr, !o.noRelay)
 		src.Idle, src.DeleteOnAck = o.idle, o.deleteOnAck
-		src.Consume = broker.ConsumeOptions{PointerBucket: o.pointerBucket, AdoptTenant: o.adoptTenant}
-		if o.pointerBucket != "" {
+		src.Consume = broker.ConsumeOptions{PointerBucket: o.pointerBucket, AdoptTenant: o.adoptTenant, RawTenant: o.rawTenant}
+		if o.pointerBucket != "" || o.rawTenant != "" {
 			src.Consume.DefaultKind = kind // AWS producers set no kind
 		}
 		tally = &brokerTally{}
