@@ -142,11 +142,16 @@ type RelayPhase struct {
 	SetupMiBPerSec float64 `json:"setup_mib_per_s"`
 	// The relay, a child process: what it printed, how long it ran (process
 	// start to exit) and its peak RSS.
-	Sent            int64   `json:"sent"`
-	FailedPublishes int64   `json:"failed_publishes"`
-	Seconds         float64 `json:"seconds"`
-	EntriesPerSec   float64 `json:"entries_per_s"`
-	PeakRSS         uint64  `json:"peak_rss_bytes"`
+	Sent            int64 `json:"sent"`
+	FailedPublishes int64 `json:"failed_publishes"`
+	// PublishCalls are the relay's calls to the transport's Publish (one
+	// SQS SendMessageBatch each, up to ten entries), and CallsPerEntry
+	// PublishCalls / Sent: 1 without batching, 0.1 at best.
+	PublishCalls  int64   `json:"publish_calls"`
+	CallsPerEntry float64 `json:"publish_calls_per_entry"`
+	Seconds       float64 `json:"seconds"`
+	EntriesPerSec float64 `json:"entries_per_s"`
+	PeakRSS       uint64  `json:"peak_rss_bytes"`
 	// SampledHWM and FloorRSS: see ChildUsage.
 	SampledHWM uint64 `json:"sampled_hwm_bytes"`
 	FloorRSS   uint64 `json:"floor_rss_bytes"`
@@ -220,7 +225,7 @@ func (r *RelayReport) Write(w io.Writer) error {
 	fmt.Fprintf(ew, "broker %s, destination %s, store %s, batch %d, payloads of %s each\n", r.Broker, r.Destination, r.Store, r.Batch, FormatSizeApprox(r.EntryBytes))
 	fmt.Fprintf(ew, "peak RSS: %s\n\n", r.RSSMethod)
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backlog\tentries\tpayloads\tsetup s\tsetup MiB/s\trelay peak RSS MiB\tsampled HWM MiB\tfloor MiB\trelay s\tentries/s\tsent\t")
+	fmt.Fprintln(tw, "backlog\tentries\tpayloads\tsetup s\tsetup MiB/s\trelay peak RSS MiB\tsampled HWM MiB\tfloor MiB\trelay s\tentries/s\tsent\tpublish calls/entry\t")
 	for _, p := range r.Phases {
 		peak := fmt.Sprintf("%.1f", mib(p.PeakRSS))
 		if p.PeakRSS == 0 {
@@ -229,8 +234,8 @@ func (r *RelayReport) Write(w io.Writer) error {
 		if p.FloorBound {
 			peak += " (floor)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t\n", p.Name, p.Entries, FormatSizeApprox(p.PayloadBytes),
-			p.SetupSeconds, p.SetupMiBPerSec, peak, mib(p.SampledHWM), mib(p.FloorRSS), p.Seconds, p.EntriesPerSec, p.Sent)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t%.3f\t\n", p.Name, p.Entries, FormatSizeApprox(p.PayloadBytes),
+			p.SetupSeconds, p.SetupMiBPerSec, peak, mib(p.SampledHWM), mib(p.FloorRSS), p.Seconds, p.EntriesPerSec, p.Sent, p.CallsPerEntry)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -218,8 +218,8 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 		if !u.MaxRSSOK {
 			rep.RSSMethod = bench.RSSMethodNone
 		}
-		fmt.Fprintf(rb.stderr, "relay %s: %d entries sent in %.2f s (%.1f entries/s), peak RSS %.1f MiB (sampled %.1f MiB, floor %.1f MiB)\n",
-			p.Name, p.Sent, p.Seconds, p.EntriesPerSec, float64(p.PeakRSS)/bench.MiB, float64(p.SampledHWM)/bench.MiB, float64(p.FloorRSS)/bench.MiB)
+		fmt.Fprintf(rb.stderr, "relay %s: %d entries sent in %.2f s (%.1f entries/s) in %d publish calls (%.3f per entry), peak RSS %.1f MiB (sampled %.1f MiB, floor %.1f MiB)\n",
+			p.Name, p.Sent, p.Seconds, p.EntriesPerSec, p.PublishCalls, p.CallsPerEntry, float64(p.PeakRSS)/bench.MiB, float64(p.SampledHWM)/bench.MiB, float64(p.FloorRSS)/bench.MiB)
 	}
 	rep.Judge()
 	return rep, nil
@@ -308,11 +308,15 @@ func (rb *relayBench) measure(ctx context.Context, dir string, p *bench.RelayPha
 	var out struct {
 		Sent            *int64 `json:"sent"`
 		FailedPublishes int64  `json:"failed_publishes"`
+		PublishCalls    int64  `json:"publish_calls"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || out.Sent == nil {
 		return u, fmt.Errorf("bench relay: the relay over the %s backlog printed no sent count: %q", p.Name, stdout.String())
 	}
-	p.Sent, p.FailedPublishes = *out.Sent, out.FailedPublishes
+	p.Sent, p.FailedPublishes, p.PublishCalls = *out.Sent, out.FailedPublishes, out.PublishCalls
+	if p.Sent > 0 {
+		p.CallsPerEntry = float64(p.PublishCalls) / float64(p.Sent)
+	}
 	p.SetUsage(u)
 	if p.Sent != int64(p.Entries) {
 		return u, fmt.Errorf("bench relay: the relay over the %s backlog sent %d entries, want %d", p.Name, p.Sent, p.Entries)

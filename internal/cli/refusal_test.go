@@ -131,10 +131,11 @@ func TestJSONErrors(t *testing.T) {
 	b := setup(t)
 	r := b.run("", "--json", "submit", "--kind", "pdf-info", "--tenant", "acme", filepath.Join(t.TempDir(), "nope.pdf"))
 	var got struct {
-		Error string `json:"error"`
-		Exit  int    `json:"exit"`
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+		Exit   int    `json:"exit"`
 	}
-	if err := json.Unmarshal([]byte(r.stderr), &got); err != nil || r.code != 2 || got.Exit != 2 || !strings.Contains(got.Error, "no such file") {
+	if err := json.Unmarshal([]byte(r.stderr), &got); err != nil || r.code != 2 || got.Exit != 2 || got.Reason != "config" || !strings.Contains(got.Error, "no such file") {
 		t.Errorf("--json refusal: exit %d, stderr %q (%v); want a JSON object naming the missing file, exit 2", r.code, r.stderr, err)
 	}
 }

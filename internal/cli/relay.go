@@ -74,9 +74,10 @@ func (o *relayOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer tr.Close()
-	var sent, failed, dead atomic.Int64
+	var sent, failed, dead, requests atomic.Int64 // requests: Publish calls
 	left := leftNotice(s.err)
 	err = e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, Batch: o.batch, UntilEmpty: o.untilEmpty,
+		OnPublish: func(int, error) { requests.Add(1) },
 		OnSent: func(id int64, err error) {
 			switch {
 			case errors.Is(err, pipeline.ErrOtherBroker):
@@ -96,11 +97,11 @@ func (o *relayOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	if g.json {
-		if err := printJSON(s.out, map[string]any{"destination": g.destination, "sent": sent.Load(), "failed_publishes": failed.Load(), "dead": dead.Load()}); err != nil {
+		if err := printJSON(s.out, map[string]any{"destination": g.destination, "sent": sent.Load(), "failed_publishes": failed.Load(), "dead": dead.Load(), "publish_calls": requests.Load()}); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(s.out, "relayed destination %s: %d sent, %d publishes failed and retried, %d dead\n", g.destination, sent.Load(), failed.Load(), dead.Load())
+		fmt.Fprintf(s.out, "relayed destination %s: %d sent in %d publish calls, %d publishes failed and retried, %d dead\n", g.destination, sent.Load(), requests.Load(), failed.Load(), dead.Load())
 	}
 	if n := dead.Load(); n > 0 {
 		return fmt.Errorf("%d outbox entries the broker refuses for good went to the dead letters; see: claimcheck dead", n)

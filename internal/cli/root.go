@@ -99,7 +99,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	msg := strings.TrimPrefix(err.Error(), "claimcheck: ")
 	if g.json {
 		// One JSON object on standard error, as --json promises for output.
-		_ = printJSON(stderr, map[string]any{"error": msg, "reason": claimcheck.Reason(err), "permanent": claimcheck.IsPermanent(err), "exit": code})
+		reason := claimcheck.Reason(err)
+		if code == 2 && reason == claimcheck.ReasonTransient {
+			reason = claimcheck.ReasonConfig // bad input whose error carries no class
+		}
+		_ = printJSON(stderr, map[string]any{"error": msg, "reason": reason, "permanent": claimcheck.IsPermanent(err), "exit": code})
 	} else {
 		fmt.Fprintln(stderr, "claimcheck:", msg)
 	}
