@@ -120,8 +120,8 @@ func parseLines(t *testing.T, c *client, stdout, stderr string) []map[string]any
 //     ways (issue 17, must-show 2);
 //   - a client-side digest mismatch refused (422 digest-mismatch), leaving
 //     no job and no stored object;
-//   - acme's token refused (403) on globex for submit, status, result and
-//     claim.
+//   - acme's token refused (403) on globex for submit and claim, and
+//     answered 404 for globex's job and result, as for a missing job.
 func TestClientsAPI(t *testing.T) {
 	py, js := pythonClient(), jsClient()
 	clients := []*client{py, js}
@@ -275,8 +275,9 @@ func digestMismatch(t *testing.T, a *apiDeployment, c *client, doc corpus) {
 }
 
 // otherTenant: a globex job exists; acme's token gets 403 ticket-forbidden
-// to submit for globex, read the job, fetch its result and claim globex's
-// jobs; a claim with acme's token for any of its tenants does not get it;
+// to submit for globex and claim globex's jobs, and 404 job-not-found (as
+// for a job that does not exist) to read the job and fetch its result; a
+// claim with acme's token for any of its tenants does not get it;
 // globex's token works it.
 func otherTenant(t *testing.T, a *apiDeployment, c *client, doc corpus) {
 	kind := "secret-" + c.name
@@ -285,17 +286,17 @@ func otherTenant(t *testing.T, a *apiDeployment, c *client, doc corpus) {
 		t.Fatalf("globex's submit printed %v", s)
 	}
 	id := fmt.Sprint(int64(s[0]["job"].(float64)))
-	forbidden := func(what string, args ...string) {
+	refused := func(what string, status float64, reason string, args ...string) {
 		t.Helper()
 		e := a.refused(t, c, "acme", args...)
-		if e["status"].(float64) != 403 || e["reason"] != "ticket-forbidden" {
-			t.Errorf("%s with acme's token on globex: %v, want 403 ticket-forbidden", what, e)
+		if e["status"].(float64) != status || e["reason"] != reason {
+			t.Errorf("%s with acme's token on globex: %v, want %v %s", what, e, status, reason)
 		}
 	}
-	forbidden("submit", "submit", "--kind", kind, "--tenant", "globex", doc.path)
-	forbidden("status", "status", id)
-	forbidden("result", "result", id, filepath.Join(t.TempDir(), "result"))
-	forbidden("claim", "work", "--kind", kind, "--tenant", "globex", "--until-empty", "--wait", "0")
+	refused("submit", 403, "ticket-forbidden", "submit", "--kind", kind, "--tenant", "globex", doc.path)
+	refused("status", 404, "job-not-found", "status", id)
+	refused("result", 404, "job-not-found", "result", id, filepath.Join(t.TempDir(), "result"))
+	refused("claim", 403, "ticket-forbidden", "work", "--kind", kind, "--tenant", "globex", "--until-empty", "--wait", "0")
 	if got := a.example(t, c, "acme", "work", "--kind", kind, "--until-empty", "--wait", "1"); len(got) != 0 {
 		t.Errorf("acme's worker claimed globex's job: %v", got)
 	}

@@ -303,6 +303,11 @@ func (p *Pipeline) listBrokerDead(ctx context.Context, kind string, fn func(*Job
 	return nil
 }
 
+// JobNotFound is Get's error for job id when there is no such job
+// (ErrJobNotFound), for callers that must answer a job they may not show
+// exactly as a missing one.
+func JobNotFound(id int64) error { return fmt.Errorf("pipeline: job %d: %w", id, ErrJobNotFound) }
+
 // Get returns one job. Errors: ErrJobNotFound.
 //
 // A sent outbox entry shows its consumer's latest outcome from the inbox
@@ -311,7 +316,7 @@ func (p *Pipeline) listBrokerDead(ctx context.Context, kind string, fn func(*Job
 func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 	row, err := p.client.JobGet(ctx, id)
 	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
-		return nil, fmt.Errorf("pipeline: job %d: %w", id, ErrJobNotFound)
+		return nil, JobNotFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)

@@ -459,11 +459,10 @@ func (a *API) leaseOf(r *http.Request, pr *principal) (*lease, *Error) {
 	a.mu.Lock()
 	l := a.leases[r.PathValue("lease")]
 	a.mu.Unlock()
-	if l == nil {
+	// Another tenant's lease is answered as a missing one: a token
+	// learns nothing of other tenants' work.
+	if l == nil || !pr.allows(l.tenant) {
 		return nil, refusal(http.StatusNotFound, ReasonLeaseNotFound, "no live lease with this id on this server: it expired, was finished, or was granted by another server")
-	}
-	if !pr.allows(l.tenant) {
-		return nil, pr.forbid(l.tenant)
 	}
 	return l, nil
 }

@@ -474,18 +474,21 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *principal) *Err
 	return nil
 }
 
-// job reads the job in the path and checks the principal may see it.
+// job reads the job in the path and checks the principal may see it. A
+// job of a tenant the principal may not act on is answered as a missing
+// one (404 job-not-found, the same message), so that a token learns
+// neither which job ids exist nor other tenants' names.
 func (a *API) job(r *http.Request, pr *principal) (*pipeline.JobInfo, *Error) {
 	id, err := pipeline.ParseJobID(r.PathValue("id"))
 	if err != nil {
 		return nil, badRequest(err.Error())
 	}
 	j, err := a.p.Get(r.Context(), id)
+	if err == nil && !pr.allows(j.Tenant) {
+		err = pipeline.JobNotFound(id)
+	}
 	if err != nil {
 		return nil, classify(err)
-	}
-	if !pr.allows(j.Tenant) {
-		return nil, pr.forbid(j.Tenant)
 	}
 	return j, nil
 }

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -457,8 +458,10 @@ func testRefusals(t *testing.T, be backend) {
 	f.want(resp, body, 401, httpapi.ReasonUnauthorized)
 }
 
-// testTenants: a token for acme gets 403 on globex for submit, status,
-// result and claim, with nothing fetched from the store.
+// testTenants: a token for acme gets 403 on globex for submit and claim
+// (which name the tenant), and for globex's job and lease the same 404 as
+// for a missing one (status, result, the lease endpoints), with nothing
+// fetched from the store.
 func testTenants(t *testing.T, be backend) {
 	f := newFixture(t, be, httpapi.Options{})
 	acme, _, err := f.tokens.Create(t.Context(), "acme", []string{"acme"})
@@ -496,9 +499,16 @@ func testTenants(t *testing.T, be backend) {
 		t.Fatal(err)
 	}
 	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d", g.ID), acme, nil, nil)
-	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	f.want(resp, body, 404, httpapi.ReasonJobNotFound)
+	other := strings.ReplaceAll(string(body), strconv.FormatInt(g.ID, 10), "ID")
+	missingID := g.ID + 1000
+	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d", missingID), acme, nil, nil)
+	f.want(resp, body, 404, httpapi.ReasonJobNotFound)
+	if missing := strings.ReplaceAll(string(body), strconv.FormatInt(missingID, 10), "ID"); missing != other {
+		t.Errorf("another tenant's job answers %s, a missing job %s: want the same", other, missing)
+	}
 	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d/result", g.ID), acme, nil, nil)
-	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	f.want(resp, body, 404, httpapi.ReasonJobNotFound)
 	// globex's own request does claim it: missing (on S3 within the
 	// store's consistency grace, not visible yet: retry later).
 	resp, body = f.do("GET", fmt.Sprintf("/v1/jobs/%d/result", g.ID), globex, nil, nil)
@@ -540,13 +550,13 @@ func testTenants(t *testing.T, be backend) {
 		t.Fatalf("globex claim: %+v, want job %d", c, third.ID)
 	}
 	resp, body = f.do("GET", "/v1/claims/"+c.Lease+"/payload", acme, nil, nil)
-	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
 	for _, p := range []string{"/extend", "/complete"} {
 		resp, body = f.do("POST", "/v1/claims/"+c.Lease+p, acme, nil, nil)
-		f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+		f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
 	}
 	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/fail", acme, strings.NewReader(`{"message":"x"}`), map[string]string{"Content-Type": "application/json"})
-	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
 	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/complete", globex, nil, nil)
 	f.want(resp, body, 200, "")
 	// The job whose payload was deleted is never handed out: the claim
