@@ -141,9 +141,7 @@ type Store struct {
 // stores/gcsstore: import the package) is opened by that driver, with
 // claimcheck's own URL parameters and upload settings (driver.go).
 //
-// For file:// URLs the directory is created if missing and its parent
-// exists (a missing parent is ErrConfig: more often a typo than a tree to
-// make), temporary files are
+// For file:// URLs the directory is created if missing, temporary files are
 // placed beside their final path (no_tmp_dir=1) so the final rename never
 // crosses filesystems, and every check-in fsyncs the file and its directories
 // before a ticket exists: gocloud's fileblob does not fsync on its own.
@@ -176,12 +174,7 @@ func OpenStore(ctx context.Context, rawURL string, opts *Options) (*Store, error
 		if fileRoot == "" || !filepath.IsAbs(fileRoot) {
 			return nil, fmt.Errorf("claimcheck: file store URL needs an absolute path (file:///abs/dir): %w", ErrConfig)
 		}
-		// Only the store's own directory is made: a parent that does not
-		// exist is more often a typo than a new tree to create.
-		if parent := filepath.Dir(fileRoot); !isDir(parent) {
-			return nil, fmt.Errorf("claimcheck: file store directory's parent %s does not exist (or is not a directory): create it first, or check the URL: %w", parent, ErrConfig)
-		}
-		if err := os.Mkdir(fileRoot, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.MkdirAll(fileRoot, 0o750); err != nil {
 			return nil, fmt.Errorf("claimcheck: create store directory: %v: %w", pathErrNoName(err), ErrConfig)
 		}
 		q := u.Query()
@@ -458,10 +451,4 @@ func (s *Store) Stat(ctx context.Context, t *Ticket) (*ObjectInfo, error) {
 		info.SHA256Prefix = sum[:12]
 	}
 	return info, nil
-}
-
-// isDir says whether path is an existing directory.
-func isDir(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,6 +122,15 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	data, err := filepath.Abs(g.data)
 	if err != nil {
 		return nil, fmt.Errorf("data directory %q: %w", g.data, err)
+	}
+	// A --store file:// directory is made on first use only where its
+	// parent exists: /nonexistent/objects is a typo, not a tree to make.
+	for _, s := range g.stores {
+		if u, err := url.Parse(s.url); err == nil && u.Scheme == "file" && u.Path != "" {
+			if parent := filepath.Dir(filepath.FromSlash(u.Path)); !isDir(parent) {
+				return nil, usagef("--store %s: the file store directory's parent %s does not exist (or is not a directory): create it first, or check the URL", s.label(), parent)
+			}
+		}
 	}
 	created := false
 	switch {
@@ -277,4 +287,10 @@ func ensureFree(dir string, need uint64, flag string) error {
 	}
 	return usagef("%s needs about %s free under %s, which has %s: nothing was written; give a smaller %s, or --data on a larger disk",
 		flag, humanize.IBytes(need), dir, humanize.IBytes(free), flag)
+}
+
+// isDir says whether path is an existing directory.
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }

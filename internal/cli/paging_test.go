@@ -120,7 +120,7 @@ func TestCheckInProgressRate(t *testing.T) {
 	t.Parallel()
 	const size = 16 << 20
 	var out bytes.Buffer
-	p := newCheckInProgress(&out, size, "x.bin")
+	p := newProgressBar(&out, size, "x.bin")
 	made := time.Now()
 	buf := make([]byte, 8<<20)
 	rand.Read(buf)

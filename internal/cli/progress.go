@@ -35,6 +35,11 @@ func newCheckInProgress(w io.Writer, size int64, what string) *checkInProgress {
 	if size < progressMin || !isTerminal(w) {
 		return nil
 	}
+	return newProgressBar(w, size, what)
+}
+
+// newProgressBar is the bar itself, on w whatever it is (tests read it).
+func newProgressBar(w io.Writer, size int64, what string) *checkInProgress {
 	return &checkInProgress{w: w, bar: progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription("check in "+what),
