@@ -106,6 +106,9 @@ type Outcome struct {
 	// earlier attempt whose handler had finished; its handler did not run
 	// on this attempt (docs/invariants.md, invariant 12).
 	FromOutcome bool
+	// NextTry is, for a JobWaiting or JobRetrying attempt, how long until
+	// the job's next attempt (the retry policy's delay).
+	NextTry time.Duration
 }
 
 // Work runs workers for the given kinds. Each job's payload is claimed and
@@ -496,15 +499,15 @@ func (w *worker) settleFailure(ctx context.Context, job *river.Job[jobArgs], err
 		o.State = JobDead
 		return deadLetter(err)
 	case dec.Failure == claimcheck.FailureUnavailable:
-		o.State = JobWaiting
+		o.State, o.NextTry = JobWaiting, dec.Delay
 		since := prev.UnavailableSince
 		if since.IsZero() {
 			since = time.Now().UTC()
 		}
-		_ = river.RecordOutput(ctx, jobOutput{UnavailableSince: since})
+		_ = river.RecordOutput(ctx, jobOutput{UnavailableSince: since, WaitReason: claimcheck.Reason(err), WaitError: err.Error()})
 		return &waitError{snooze: river.JobSnooze(dec.Delay), err: &reasonError{err: err}}
 	}
-	o.State = JobRetrying
+	o.State, o.NextTry = JobRetrying, dec.Delay
 	if !prev.UnavailableSince.IsZero() {
 		_ = river.RecordOutput(ctx, jobOutput{}) // the outage is over
 	}
