@@ -649,6 +649,25 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 	}
 	var rt *claimcheck.Ticket
 	recorded := false // the outcome record is written
+	id := strconv.FormatInt(job.ID, 10)
+	// writeRecord writes the job's outcome record, naming rt, because of
+	// cause (the database's failure).
+	writeRecord := func(cause error) {
+		rec := &outcomeRecord{Job: id, Kind: job.Args.JobKind, Attempt: job.Attempt}
+		if rt != nil {
+			enc, err := rt.Marshal()
+			if err != nil {
+				return
+			}
+			rec.Result = enc
+		}
+		if err := writeOutcome(ctx, st, okey, rec); err != nil {
+			w.p.logger.WarnContext(ctx, "pipeline: write a finished job's outcome record", "job", job.ID, "error", err.Error())
+			return
+		}
+		recorded = true
+		w.say("job %d: its handler's outcome is recorded in the store (%v): no later attempt runs the handler again", job.ID, cause)
+	}
 	checkIn := func() error { return nil }
 	if res != nil && res.Body != nil {
 		body, cleanup, err := rewindable(res.Body, "")
@@ -656,13 +675,30 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 			return err
 		}
 		defer cleanup()
+		tries := 0
 		checkIn = func() error {
 			return w.untilDone(ctx, job.ID, "check in the result", func() error {
+				tries++
 				if _, err := body.Seek(0, io.SeekStart); err != nil {
 					return claimcheck.Permanent(fmt.Errorf("pipeline: rewind the result: %w", err))
 				}
+				copts := &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true}
 				var err error
-				rt, err = w.p.checkInTo(ctx, st, job.Args.Tenant, body, &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true})
+				rt, err = w.p.checkInTo(ctx, st, job.Args.Tenant, body, copts)
+				if err != nil && tries == 1 && !recorded && !claimcheck.IsPermanent(err) {
+					// The check-in intent needs the job database. Should
+					// it be down, the result goes to the store alone (the
+					// sweeper's grace period, at least an hour, keeps it)
+					// and the outcome record names it, so that the handler
+					// is not run again whoever finishes the job.
+					if _, serr := body.Seek(0, io.SeekStart); serr == nil {
+						if t2, serr := st.CheckIn(ctx, job.Args.Tenant, body, copts); serr == nil {
+							cause := fmt.Errorf("the check-in intent could not be recorded: %w", err)
+							rt, err = t2, nil
+							writeRecord(cause)
+						}
+					}
+				}
 				if err != nil {
 					return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
 				}
@@ -682,26 +718,15 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 			}
 		}()
 	}
-	id := strconv.FormatInt(job.ID, 10)
 	first := true
 	err := w.complete(ctx, job, &rt, checkIn, func(err error) {
 		if !first || err == nil || claimcheck.IsPermanent(err) {
 			return
 		}
 		first = false
-		rec := &outcomeRecord{Job: id, Kind: job.Args.JobKind, Attempt: job.Attempt}
-		if rt != nil {
-			enc, merr := rt.Marshal()
-			if merr != nil {
-				return
-			}
-			rec.Result = enc
+		if !recorded {
+			writeRecord(err)
 		}
-		if werr := writeOutcome(ctx, st, okey, rec); werr != nil {
-			w.p.logger.WarnContext(ctx, "pipeline: write a finished job's outcome record", "job", job.ID, "error", werr.Error())
-			return
-		}
-		recorded = true
 	})
 	if err == nil && recorded {
 		w.p.deleteOutcome(ctx, st, okey, id)
