@@ -20,9 +20,15 @@ import (
 //
 // The two-character shard spreads writes across S3's per-prefix request
 // rates ("Object storage rate limits are per prefix", docs/invariants.md).
+//
+// Outcome records of finished handlers whose job's completion failed on
+// its first try live beside them, under PrefixOutcomes (outcomes/<job
+// id>-<created>.json, no tenant: they hold tickets, never payload bytes;
+// docs/invariants.md, invariant 12).
 const (
 	PrefixPayloads = "payloads/"
 	PrefixResults  = "results/"
+	PrefixOutcomes = "outcomes/"
 )
 
 // Input limits, in bytes. They keep every offloaded ticket within

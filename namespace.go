@@ -69,7 +69,7 @@ func ValidateNamespace(prefix string) (string, error) {
 		return "", fmt.Errorf("prefix: %v", err)
 	}
 	for _, seg := range strings.Split(p, "/") {
-		if seg+"/" == PrefixPayloads || seg+"/" == PrefixResults {
+		if seg+"/" == PrefixPayloads || seg+"/" == PrefixResults || seg+"/" == PrefixOutcomes {
 			return "", fmt.Errorf("prefix %q has a segment %q, the name of claimcheck's own payload or result area: choose another", prefix, seg)
 		}
 	}

@@ -66,6 +66,9 @@ const (
 	DefaultMaxAttempts   = 5
 	DefaultRetryBase     = time.Second
 	DefaultMaxRetryDelay = 5 * time.Minute
+	// DefaultMaxWaitDelay caps each wait for unavailable infrastructure
+	// (RetryPolicy.MaxWaitDelay).
+	DefaultMaxWaitDelay = 10 * time.Second
 )
 
 // RetryWindow is the longest time from a job's first attempt to its last
@@ -85,10 +88,14 @@ func RetryWindow(maxAttempts int, jobTimeout, lease time.Duration) time.Duration
 //   - a transient failure is retried after Base·2^(attempt-1), capped at
 //     MaxDelay, with up to 20% jitter, until the job has had MaxAttempts
 //     attempts (its own limit when it carries one);
-//   - unavailable infrastructure is retried with the same capped backoff
-//     without spending an attempt, until it has lasted Window since the
-//     first unavailable attempt; then the job is dead with the outage's
-//     reason (store-unavailable, keeper-failed, access-denied).
+//   - unavailable infrastructure is retried with the same backoff, capped
+//     at MaxWaitDelay instead, without spending an attempt, until it has
+//     lasted Window since the first unavailable attempt; then the job is
+//     dead with the outage's reason (store-unavailable, keeper-failed,
+//     access-denied). The low cap is what makes waiting jobs resume within
+//     seconds of the store's, keeper's or database's return rather than at
+//     the end of a backoff of minutes (the backoff spares a failing job's
+//     own work; an outage costs one cheap try per job and wait).
 //
 // The zero value is DefaultRetryPolicy's values.
 type RetryPolicy struct {
@@ -101,6 +108,12 @@ type RetryPolicy struct {
 	// Window is how long unavailability is retried. Default
 	// RetryWindow(MaxAttempts, 30 min, 2 min), 3h10m for 5 attempts.
 	Window time.Duration
+	// MaxWaitDelay caps each wait for unavailable infrastructure (a
+	// FailureUnavailable attempt, and a finished handler's check-in and
+	// completion retried in place), jitter included: the longest a job
+	// waits after its store, keeper or database is back. Default
+	// DefaultMaxWaitDelay; at most MaxDelay.
+	MaxWaitDelay time.Duration
 }
 
 // WithDefaults returns p with its zero fields set to the defaults.
@@ -117,7 +130,19 @@ func (p RetryPolicy) WithDefaults() RetryPolicy {
 	if p.Window <= 0 {
 		p.Window = RetryWindow(p.MaxAttempts, 30*time.Minute, 2*time.Minute)
 	}
+	if p.MaxWaitDelay <= 0 {
+		p.MaxWaitDelay = DefaultMaxWaitDelay
+	}
+	p.MaxWaitDelay = min(p.MaxWaitDelay, p.MaxDelay)
 	return p
+}
+
+// WaitDelay is the pause after the n-th failure in a row (n from 1) that
+// is a wait for unavailable infrastructure: Delay(n), jitter included,
+// capped at MaxWaitDelay.
+func (p RetryPolicy) WaitDelay(n int) time.Duration {
+	p = p.WithDefaults()
+	return min(p.Delay(n), p.MaxWaitDelay)
 }
 
 // Backoff is the delay after the n-th failure in a row (n from 1):
@@ -182,7 +207,7 @@ func (p RetryPolicy) Decide(err error, attempt, maxAttempts int, unavailableSinc
 		for t := time.Duration(0); t < out && n < 64; n++ {
 			t += p.Backoff(n)
 		}
-		d.Delay = min(p.Delay(n), p.Window-out)
+		d.Delay = min(p.WaitDelay(n), p.Window-out)
 	default:
 		if attempt >= maxAttempts {
 			d.Dead = true

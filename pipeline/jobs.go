@@ -21,6 +21,12 @@ import (
 // (permanent failure) and discarded (attempts exhausted) jobs.
 const StateDead = "dead"
 
+// StateWaiting is the State JobInfo shows for a job waiting for
+// unavailable infrastructure (the store, the keeper, the job database):
+// its attempt given back, due again within RetryPolicy.MaxWaitDelay;
+// Reason and Error say what it waits for. In River it is scheduled.
+const StateWaiting = "waiting"
+
 // JobInfo is a job as listings show it. It never holds payload bytes.
 type JobInfo struct {
 	ID          int64  `json:"id"`
@@ -98,6 +104,10 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 			if rt, err := claimcheck.ParseTicket(o.Result); err == nil {
 				j.result, j.HasResult = rt, true
 			}
+		} else if err == nil && !o.UnavailableSince.IsZero() && !j.Dead && row.State != rivertype.JobStateCompleted && row.State != rivertype.JobStateRunning {
+			// Waiting for unavailable infrastructure, its attempt given
+			// back (claimcheck.RetryPolicy): said as such, with the cause.
+			j.State, j.Reason, j.Error = StateWaiting, o.WaitReason, o.WaitError
 		}
 	}
 	return j, nil

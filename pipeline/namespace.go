@@ -62,6 +62,15 @@ func (p *Pipeline) claimNamespace(ctx context.Context, store *claimcheck.Store, 
 	} else {
 		owner, err = store.ClaimNamespace(ctx, claimcheck.NamespaceOwner{DatabaseID: p.dbID, Database: database})
 	}
+	if err != nil && readOnly && claimcheck.Classify(err) == claimcheck.FailureUnavailable {
+		// A read-only open only reads the job database: a store that is
+		// down (or refuses, or whose keeper fails) must not keep an
+		// operator from seeing the jobs that wait for it. Nothing is
+		// written or deleted in the namespace, so its owner can wait.
+		p.unchecked = append(p.unchecked, fmt.Sprintf("%s (%s)", store.Location(), claimcheck.Reason(err)))
+		p.logger.WarnContext(ctx, "pipeline: read-only open: the store namespace's owner is not checked, the store is unavailable", "store", store.Location(), "error", err.Error())
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("pipeline: check which job database owns store namespace %s: %w", store.Location(), err)
 	}
@@ -84,3 +93,9 @@ func (p *Pipeline) claimNamespace(ctx context.Context, store *claimcheck.Store, 
 	}
 	return nil
 }
+
+// NamespaceUnchecked lists the stores (location and reason) whose
+// namespace owner a read-only Open (Config.ReadOnly) could not check
+// because the store was unavailable; nil when every one was checked. A
+// command says so, and reads the job database all the same.
+func (p *Pipeline) NamespaceUnchecked() []string { return p.unchecked }

@@ -171,6 +171,7 @@ type Pipeline struct {
 	tel        *instruments
 	gauges     metric.Registration // the outbox gauges' (registerGauges), nil if none
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
+	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -404,6 +405,11 @@ type jobOutput struct {
 	// UnavailableSince is when the job's current run of attempts that met
 	// unavailable infrastructure began (RetryPolicy.Window).
 	UnavailableSince time.Time `json:"unavailable_since,omitzero"`
+	// WaitReason and WaitError are the cause of the latest unavailable
+	// attempt (claimcheck.Reason and the error's text), shown by List and
+	// Get as the waiting job's Reason and Error.
+	WaitReason string `json:"wait_reason,omitempty"`
+	WaitError  string `json:"wait_error,omitempty"`
 }
 
 // ErrJobNotFound is returned (wrapped) for a job id that does not exist.

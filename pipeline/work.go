@@ -102,6 +102,13 @@ type Outcome struct {
 	Size   int64
 	// Timings are how long the claim, verification and handler took.
 	Timings claimcheck.Timings
+	// FromOutcome: the job was settled from the outcome record of an
+	// earlier attempt whose handler had finished; its handler did not run
+	// on this attempt (docs/invariants.md, invariant 12).
+	FromOutcome bool
+	// NextTry is, for a JobWaiting or JobRetrying attempt, how long until
+	// the job's next attempt (the retry policy's delay).
+	NextTry time.Duration
 }
 
 // Work runs workers for the given kinds. Each job's payload is claimed and
@@ -165,7 +172,7 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 			opts.OnDone(o)
 		}
 	}
-	w := &worker{p: p, handlers: opts.Handlers, onDone: onDone, running: newRunning()}
+	w := &worker{p: p, handlers: opts.Handlers, onDone: onDone, notify: opts.Notify, running: newRunning()}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
@@ -352,6 +359,7 @@ type worker struct {
 	p        *Pipeline
 	handlers map[string]claimcheck.Handler
 	onDone   func(Outcome)
+	notify   func(string) // WorkOptions.Notify, or nil
 	running  *running
 }
 
@@ -491,15 +499,15 @@ func (w *worker) settleFailure(ctx context.Context, job *river.Job[jobArgs], err
 		o.State = JobDead
 		return deadLetter(err)
 	case dec.Failure == claimcheck.FailureUnavailable:
-		o.State = JobWaiting
+		o.State, o.NextTry = JobWaiting, dec.Delay
 		since := prev.UnavailableSince
 		if since.IsZero() {
 			since = time.Now().UTC()
 		}
-		_ = river.RecordOutput(ctx, jobOutput{UnavailableSince: since})
+		_ = river.RecordOutput(ctx, jobOutput{UnavailableSince: since, WaitReason: claimcheck.Reason(err), WaitError: err.Error()})
 		return &waitError{snooze: river.JobSnooze(dec.Delay), err: &reasonError{err: err}}
 	}
-	o.State = JobRetrying
+	o.State, o.NextTry = JobRetrying, dec.Delay
 	if !prev.UnavailableSince.IsZero() {
 		_ = river.RecordOutput(ctx, jobOutput{}) // the outage is over
 	}
@@ -531,14 +539,73 @@ func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.J
 	if !ok {
 		return fmt.Errorf("pipeline: no handler for kind %q in this worker", job.Args.JobKind)
 	}
-	cj := &claimcheck.Job{ID: strconv.FormatInt(job.ID, 10), Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
+	id := strconv.FormatInt(job.ID, 10)
+	okey := outcomeKey(id, job.CreatedAt)
+	if attemptedBefore(job) {
+		// An earlier attempt's handler may have finished and its
+		// completion failed: its outcome record settles the job without
+		// running the handler again (docs/invariants.md, invariant 12).
+		rec, err := readOutcome(ctx, st, okey, id)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			err := w.settleFromOutcome(ctx, st, job, rec, okey)
+			if err == nil {
+				o.FromOutcome = true
+				return nil
+			}
+			if !errors.Is(err, claimcheck.ErrPayloadMissing) {
+				return err
+			}
+			// The recorded result's object is gone (swept after its
+			// intent's grace period): nothing is left to complete the job
+			// with, so the handler runs again.
+			w.p.logger.WarnContext(ctx, "pipeline: a job's outcome record names a result whose object is gone: running its handler again", "job", job.ID, "error", err.Error())
+			w.p.deleteOutcome(ctx, st, okey, id)
+		}
+	}
+	cj := &claimcheck.Job{ID: id, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
 	res, done, err := st.Run(ctx, cj, t, h)
 	o.Timings = cj.Timings
 	if err != nil {
 		return err
 	}
 	defer done()
-	return w.finish(ctx, st, job, res)
+	return w.finish(ctx, st, job, res, okey)
+}
+
+// attemptedBefore reports whether an earlier attempt of job may have run
+// its handler: River counts the attempt (a rescued or retried job's is
+// above 1) and lists each worker that fetched it (a job released without
+// spending its attempt, ReleaseJob, is on its first attempt again but
+// fetched twice).
+func attemptedBefore(job *river.Job[jobArgs]) bool {
+	return job.Attempt > 1 || len(job.AttemptedBy) > 1 || len(job.Errors) > 0
+}
+
+// settleFromOutcome completes job from the outcome record an earlier
+// attempt wrote, without running its handler: the recorded result is
+// registered and the job completed as finish would have, then the record
+// is deleted. Errors: claimcheck.ErrPayloadMissing when the recorded
+// result's object is gone; the completion's errors as finish's.
+func (w *worker) settleFromOutcome(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs], rec *outcomeRecord, okey string) error {
+	var rt *claimcheck.Ticket
+	if len(rec.Result) > 0 {
+		var err error
+		if rt, err = claimcheck.ParseTicket(rec.Result); err != nil {
+			return fmt.Errorf("pipeline: job %d: the result ticket of its outcome record: %w", job.ID, err)
+		}
+	}
+	w.p.logger.InfoContext(ctx, "pipeline: job settled from the outcome record of an earlier attempt, handler not run again", "job", job.ID, "attempt", job.Attempt, "recorded_attempt", rec.Attempt)
+	gone := func() error {
+		return fmt.Errorf("pipeline: job %d: the result its outcome record names is gone: %w", job.ID, claimcheck.ErrPayloadMissing)
+	}
+	if err := w.complete(ctx, job, &rt, gone); err != nil {
+		return err
+	}
+	w.p.deleteOutcome(ctx, st, okey, rec.Job)
+	return nil
 }
 
 // finish keeps a handler's finished work: the result's check-in, its
@@ -555,7 +622,12 @@ func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.J
 // sweep removed it), the result is checked in again and the completion
 // retried. If finish gives up, the result's intent goes: its object is
 // litter a sweep removes, and the next attempt checks the result in anew.
-func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs], res *claimcheck.Result) (ferr error) {
+//
+// Should the first try of the completion fail, the job's outcome record
+// (the result ticket) is written to the store at okey before it is
+// retried, so that a later attempt completes the job from it rather than
+// run the handler again (docs/invariants.md, invariant 12).
+func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs], res *claimcheck.Result, okey string) (ferr error) {
 	if res == nil || res.Body == nil {
 		// No result: nothing to register with the completion, so River's
 		// completer completes the job (batched, as for any River job),
@@ -576,6 +648,26 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 		return nil
 	}
 	var rt *claimcheck.Ticket
+	recorded := false // the outcome record is written
+	id := strconv.FormatInt(job.ID, 10)
+	// writeRecord writes the job's outcome record, naming rt, because of
+	// cause (the database's failure).
+	writeRecord := func(cause error) {
+		rec := &outcomeRecord{Job: id, Kind: job.Args.JobKind, Attempt: job.Attempt}
+		if rt != nil {
+			enc, err := rt.Marshal()
+			if err != nil {
+				return
+			}
+			rec.Result = enc
+		}
+		if err := writeOutcome(ctx, st, okey, rec); err != nil {
+			w.p.logger.WarnContext(ctx, "pipeline: write a finished job's outcome record", "job", job.ID, "error", err.Error())
+			return
+		}
+		recorded = true
+		w.say("job %d: its handler's outcome is recorded in the store (%v): no later attempt runs the handler again", job.ID, cause)
+	}
 	checkIn := func() error { return nil }
 	if res != nil && res.Body != nil {
 		body, cleanup, err := rewindable(res.Body, "")
@@ -583,13 +675,30 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 			return err
 		}
 		defer cleanup()
+		tries := 0
 		checkIn = func() error {
-			return w.p.untilDone(ctx, "check in the result", func() error {
+			return w.untilDone(ctx, job.ID, "check in the result", func() error {
+				tries++
 				if _, err := body.Seek(0, io.SeekStart); err != nil {
 					return claimcheck.Permanent(fmt.Errorf("pipeline: rewind the result: %w", err))
 				}
+				copts := &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true}
 				var err error
-				rt, err = w.p.checkInTo(ctx, st, job.Args.Tenant, body, &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true})
+				rt, err = w.p.checkInTo(ctx, st, job.Args.Tenant, body, copts)
+				if err != nil && tries == 1 && !recorded && !claimcheck.IsPermanent(err) {
+					// The check-in intent needs the job database. Should
+					// it be down, the result goes to the store alone (the
+					// sweeper's grace period, at least an hour, keeps it)
+					// and the outcome record names it, so that the handler
+					// is not run again whoever finishes the job.
+					if _, serr := body.Seek(0, io.SeekStart); serr == nil {
+						if t2, serr := st.CheckIn(ctx, job.Args.Tenant, body, copts); serr == nil {
+							cause := fmt.Errorf("the check-in intent could not be recorded: %w", err)
+							rt, err = t2, nil
+							writeRecord(cause)
+						}
+					}
+				}
 				if err != nil {
 					return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
 				}
@@ -600,14 +709,40 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 			return err
 		}
 		defer func() {
-			if ferr != nil {
+			if ferr != nil && !recorded {
+				// The result's object is litter a sweep removes; the next
+				// attempt checks the result in anew. Not so once the
+				// outcome record names it: the next attempt completes
+				// the job with it (anchor finds the object).
 				w.p.dropIntent(ctx, rt)
 			}
 		}()
 	}
+	first := true
+	err := w.complete(ctx, job, &rt, checkIn, func(err error) {
+		if !first || err == nil || claimcheck.IsPermanent(err) {
+			return
+		}
+		first = false
+		if !recorded {
+			writeRecord(err)
+		}
+	})
+	if err == nil && recorded {
+		w.p.deleteOutcome(ctx, st, okey, id)
+	}
+	return err
+}
+
+// complete records *result (nil: no result) as job's result and completes
+// the job: the result's registry row (anchored, see finish) and River's
+// completion in one transaction, retried by untilDone. checkIn checks the
+// result in again, setting *result, should its object be found gone.
+// afterTry, if given, is called with each try's error (nil on success).
+func (w *worker) complete(ctx context.Context, job *river.Job[jobArgs], result **claimcheck.Ticket, checkIn func() error, afterTry ...func(error)) error {
 	record := func() error {
 		var out jobOutput
-		if rt != nil {
+		if rt := *result; rt != nil {
 			enc, err := rt.Marshal()
 			if err != nil {
 				return err
@@ -622,46 +757,75 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 	if err := record(); err != nil {
 		return err
 	}
-	return w.p.untilDone(ctx, "record the result and complete the job", func() error {
-		err := w.p.inTx(ctx, func(tx *sql.Tx) error {
-			if rt != nil {
-				if err := w.p.anchor(ctx, tx, rt, "record the result"); err != nil {
-					return err
-				}
-				if err := register(ctx, tx, job.ID, roleResult, rt); err != nil {
-					return err
-				}
-			}
-			_, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job)
-			return err
-		})
-		if rt != nil && errors.Is(err, claimcheck.ErrPayloadMissing) {
-			if err := checkIn(); err != nil {
-				return err
-			}
-			if err := record(); err != nil {
-				return err
-			}
-			return fmt.Errorf("pipeline: job %d: its result's object was deleted before its registry row was written (its check-in intent outlived the sweeper's grace period); checked in again", job.ID)
+	return w.untilDone(ctx, job.ID, "record the result and complete the job", func() error {
+		err := w.completeTx(ctx, job, *result, checkIn, record)
+		for _, f := range afterTry {
+			f(err)
 		}
 		return err
 	})
 }
 
-// untilDone runs step until it succeeds, fails permanently, or ctx (the
-// job's time) is done, pausing by the retry policy's backoff between tries.
-func (p *Pipeline) untilDone(ctx context.Context, what string, step func() error) error {
+// completeTx is one try of complete.
+func (w *worker) completeTx(ctx context.Context, job *river.Job[jobArgs], rt *claimcheck.Ticket, checkIn, record func() error) error {
+	err := w.p.inTx(ctx, func(tx *sql.Tx) error {
+		if rt != nil {
+			if err := w.p.anchor(ctx, tx, rt, "record the result"); err != nil {
+				return err
+			}
+			if err := register(ctx, tx, job.ID, roleResult, rt); err != nil {
+				return err
+			}
+		}
+		_, err := river.JobCompleteTx[riverdriver.Driver[*sql.Tx]](ctx, tx, job)
+		return err
+	})
+	if rt != nil && errors.Is(err, claimcheck.ErrPayloadMissing) {
+		if err := checkIn(); err != nil {
+			return err
+		}
+		if err := record(); err != nil {
+			return err
+		}
+		return fmt.Errorf("pipeline: job %d: its result's object was deleted before its registry row was written (its check-in intent outlived the sweeper's grace period); checked in again", job.ID)
+	}
+	return err
+}
+
+// untilDone runs step, a step of finishing job id's finished work, until
+// it succeeds, fails permanently, or ctx (the job's time) is done, pausing
+// by the retry policy's WaitDelay between tries: each failure is a wait for
+// infrastructure (the store, the job database), so the job resumes within
+// seconds of its return (claimcheck.RetryPolicy.MaxWaitDelay). The first
+// failure and every one after the 2nd, 4th, 8th... try in a row are said
+// on w's Notify (WorkOptions.Notify: the command's standard error), with
+// the job, the cause and the next try.
+func (w *worker) untilDone(ctx context.Context, id int64, what string, step func() error) error {
 	for n := 1; ; n++ {
 		err := step()
 		if err == nil || claimcheck.IsPermanent(err) {
+			if err == nil && n > 1 {
+				w.say("job %d: %s succeeded on try %d", id, what, n)
+			}
 			return err
 		}
-		p.logger.WarnContext(ctx, "pipeline: finishing a job failed, retrying", "step", what, "try", n, "error", err.Error())
+		pause := w.p.cfg.Retry.WaitDelay(n)
+		w.p.logger.WarnContext(ctx, "pipeline: finishing a job failed, retrying", "job", id, "step", what, "try", n, "error", err.Error(), "next_try_in", pause.String())
+		if n&(n-1) == 0 { // 1, 2, 4, 8...
+			w.say("job %d: waiting: %s failed (try %d, %s): %v; next try in %s", id, what, n, claimcheck.Reason(err), err, pause.Round(100*time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("pipeline: %s: gave up when the job's time ran out: %w", what, err)
-		case <-time.After(p.cfg.Retry.Backoff(n)):
+		case <-time.After(pause):
 		}
+	}
+}
+
+// say passes one line to WorkOptions.Notify, if set.
+func (w *worker) say(format string, args ...any) {
+	if w.notify != nil {
+		w.notify(fmt.Sprintf(format, args...))
 	}
 }
 

@@ -134,6 +134,11 @@ const (
 	// object was never written (its check-in was killed or failed):
 	// always removed. Its entry's Size is 0 and its ModTime zero.
 	StaleIntent Reason = "stale-intent"
+	// SettledOutcome is a finished handler's outcome record
+	// (claimcheck.PrefixOutcomes; docs/invariants.md, invariant 12) older
+	// than the grace period whose job is no longer pending: removed. A
+	// record of a pending job is kept (Referenced) whatever its age.
+	SettledOutcome Reason = "settled-outcome"
 )
 
 // Options configure Sweep.
@@ -292,7 +297,75 @@ func Sweep(ctx context.Context, opts Options) (_ *Report, err error) {
 	if err := s.sweepIntents(ctx); err != nil {
 		return s.rep, err
 	}
+	if err := s.sweepOutcomes(ctx); err != nil {
+		return s.rep, err
+	}
 	return s.rep, nil
+}
+
+// sweepOutcomes removes the outcome records (claimcheck.PrefixOutcomes)
+// that are older than the grace period and whose job is not pending: a
+// record is read only by a later attempt of its job. A record named by
+// a broker message key (not a job id) goes by its age alone.
+func (s *sweeper) sweepOutcomes(ctx context.Context) error {
+	token := blob.FirstPageToken
+	for {
+		objs, next, err := s.listPage(ctx, token, &blob.ListOptions{Prefix: claimcheck.PrefixOutcomes})
+		if err != nil {
+			return claimcheck.StoreError("sweep: list "+claimcheck.PrefixOutcomes, err)
+		}
+		s.rep.Pages++
+		for _, obj := range objs {
+			if obj.IsDir || isStoreFile(obj.Key) {
+				continue
+			}
+			s.rep.Listed++
+			e := Entry{Key: obj.Key, Object: obj.Key, Size: obj.Size, ModTime: obj.ModTime, Age: age(s.now(), obj.ModTime)}
+			pending, err := s.outcomePending(ctx, obj.Key)
+			if err != nil {
+				return err
+			}
+			switch {
+			case pending:
+				e.Reason, e.Detail = Referenced, "the outcome record of a pending job: a later attempt completes the job from it"
+			case obj.ModTime.IsZero() || e.Age <= s.o.Grace:
+				e.Reason = TooYoung
+				e.Detail = fmt.Sprintf("an outcome record %s old (grace period %s)", claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+			default:
+				e.Removed, e.Reason = true, SettledOutcome
+				e.Detail = fmt.Sprintf("the outcome record of a settled job, %s old (grace period %s)", claimcheck.FormatDuration(e.Age.Truncate(time.Second)), claimcheck.FormatDuration(s.o.Grace))
+				if !s.o.DryRun {
+					if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+						return claimcheck.StoreError("sweep: delete an outcome record", err)
+					}
+				}
+			}
+			if err := s.emit(e); err != nil {
+				return err
+			}
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		token = next
+	}
+}
+
+// outcomePending reports whether the job an outcome record's key names
+// (outcomes/<job id>-<created>.json) is pending in the job database.
+func (s *sweeper) outcomePending(ctx context.Context, key string) (bool, error) {
+	name := strings.TrimPrefix(key, claimcheck.PrefixOutcomes)
+	idText, _, _ := strings.Cut(name, "-")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil {
+		return false, nil // a broker message's record: by age alone
+	}
+	var n int
+	err = s.o.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM river_job WHERE id = $1 AND state IN (`+sqlList(pendingStates)+`)`, id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("sweep: look up the job of an outcome record: %w", err)
+	}
+	return n > 0, nil
 }
 
 // startClock fixes the clock ages are measured against: Options.Now, or
@@ -419,7 +492,7 @@ func (s *sweeper) otherPrefixes(ctx context.Context) error {
 			return claimcheck.StoreError("sweep: list the store's top level", err)
 		}
 		for _, obj := range objs {
-			if s.touchesSwept(obj.Key) || obj.Key == claimcheck.NamespaceMarkerKey {
+			if s.touchesSwept(obj.Key) || obj.Key == claimcheck.NamespaceMarkerKey || obj.Key == claimcheck.PrefixOutcomes {
 				continue
 			}
 			e := Entry{Key: obj.Key, Object: RedactKey(obj.Key), Reason: OtherPrefix, Size: obj.Size,
@@ -963,7 +1036,7 @@ func isHex64(s string) bool {
 // SortedReasons lists the reasons of counts in a stable order: removed
 // reasons first.
 func SortedReasons(counts map[Reason]int) []Reason {
-	order := map[Reason]int{Orphan: 0, Expired: 1, TempFile: 2, IncompleteUpload: 3, StaleIntent: 4, Referenced: 5, CheckingIn: 6, TooYoung: 7, OtherPrefix: 8}
+	order := map[Reason]int{Orphan: 0, Expired: 1, TempFile: 2, IncompleteUpload: 3, StaleIntent: 4, SettledOutcome: 5, Referenced: 6, CheckingIn: 7, TooYoung: 8, OtherPrefix: 9}
 	out := make([]Reason, 0, len(counts))
 	for r := range counts {
 		out = append(out, r)

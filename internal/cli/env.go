@@ -235,6 +235,9 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	if err != nil {
 		return fail(err)
 	}
+	for _, st := range e.pipe.NamespaceUnchecked() {
+		fmt.Fprintf(g.stderr, "warning: store %s is unavailable: which job database owns its namespace is not checked; showing what the job database holds\n", st)
+	}
 	return e, nil
 }
 

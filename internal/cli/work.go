@@ -202,7 +202,7 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 				}
 			default:
 				failed.Add(1)
-				fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s: %v\n", out.JobID, messageNote(out.MessageID), out.Attempt, out.Reason, out.State, out.Err)
+				fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s%s: %v\n", out.JobID, messageNote(out.MessageID), out.Attempt, out.Reason, out.State, nextTryNote(out), out.Err)
 				if out.State == pipeline.JobDead {
 					mu.Lock()
 					dead = append(dead, out.JobID)
@@ -272,4 +272,13 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		return fmt.Errorf("%s went to the dead letters (ids %v); see: claimcheck dead", plural(len(dead), "job"), dead)
 	}
 	return nil
+}
+
+// nextTryNote is ", next try in 8s" for an attempt retried or waiting
+// with a known delay, else "".
+func nextTryNote(o pipeline.Outcome) string {
+	if o.NextTry <= 0 || (o.State != pipeline.JobWaiting && o.State != pipeline.JobRetrying) {
+		return ""
+	}
+	return ", next try in " + o.NextTry.Round(100*time.Millisecond).String()
 }

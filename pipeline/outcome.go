@@ -1,0 +1,100 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/claimcheck/claimcheck"
+)
+
+// Outcome records (docs/invariants.md, invariant 12). Once a handler has
+// returned, its outcome is what must not be lost: the handler's effect is
+// the one thing claimcheck cannot take back. The job database records it
+// with the job's completion; when that completion fails on its first try
+// (the database is unavailable), the worker first writes the outcome to
+// the job's store, under outcomeKey, and only then keeps retrying the
+// completion. Every later attempt of a job that has been attempted before
+// reads the record before it runs the handler, and settles the job from
+// it instead. The fast path (the completion succeeds at once) writes no
+// record: no PUT is added to a job that meets no outage.
+
+// outcomeVersion is the version of the outcome record's JSON.
+const outcomeVersion = 1
+
+// outcomeRecord is an outcome record: what a finished handler came to. It
+// holds no payload bytes: the result is referred to by its ticket (an
+// inline result's ticket carries its sealed bytes, as the job's output in
+// the job database does).
+type outcomeRecord struct {
+	Version int    `json:"version"`
+	Job     string `json:"job"` // the job's id, or a broker message's key
+	Kind    string `json:"kind"`
+	Attempt int    `json:"attempt"`
+	// Result is the result ticket, encoded; empty for a handler that
+	// returned no result.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Written is when the record was written, UTC.
+	Written time.Time `json:"written"`
+}
+
+// outcomeKey is the key, inside the store's namespace, of the outcome
+// record of the job id created at created: outcomes/<id>-<created, in
+// microseconds since the Unix epoch, base 36>.json. The creation time
+// tells apart two jobs of one id (a job database recreated on the same
+// namespace).
+func outcomeKey(id string, created time.Time) string {
+	return claimcheck.PrefixOutcomes + id + "-" + strconv.FormatInt(created.UnixMicro(), 36) + ".json"
+}
+
+// writeOutcome writes rec at key. Errors: the store's, classified
+// (claimcheck.StoreError).
+func writeOutcome(ctx context.Context, st *claimcheck.Store, key string, rec *outcomeRecord) error {
+	rec.Version = outcomeVersion
+	rec.Written = time.Now().UTC()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("pipeline: encode the outcome record of job %s: %w", rec.Job, err)
+	}
+	if err := st.Bucket().WriteAll(ctx, key, append(b, '\n'), &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		return claimcheck.StoreError("pipeline: write the outcome record of job "+rec.Job, err)
+	}
+	return nil
+}
+
+// readOutcome reads the outcome record at key: nil, nil when there is
+// none. Errors: the store's, classified; claimcheck.ErrPayloadCorrupt for
+// a record that does not parse.
+func readOutcome(ctx context.Context, st *claimcheck.Store, key, job string) (*outcomeRecord, error) {
+	r, err := st.Bucket().NewReader(ctx, key, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, claimcheck.StoreError("pipeline: read the outcome record of job "+job, err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return nil, claimcheck.StoreError("pipeline: read the outcome record of job "+job, err)
+	}
+	var rec outcomeRecord
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != outcomeVersion {
+		return nil, fmt.Errorf("pipeline: the outcome record of job %s does not parse (version %d): %v: %w", job, rec.Version, err, claimcheck.ErrPayloadCorrupt)
+	}
+	return &rec, nil
+}
+
+// deleteOutcome removes the outcome record at key once its job is
+// settled; a failure only leaves it for the sweep.
+func (p *Pipeline) deleteOutcome(ctx context.Context, st *claimcheck.Store, key, job string) {
+	if err := st.Bucket().Delete(context.WithoutCancel(ctx), key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		p.logger.WarnContext(ctx, "pipeline: delete a settled job's outcome record (a sweep removes it)", "job", job, "error", err.Error())
+	}
+}
