@@ -221,7 +221,13 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		src := brokerSource(g, tr, stderr, !o.noRelay)
 		src.Idle, src.DeleteOnAck = o.idle, o.deleteOnAck
 		src.Consume = broker.ConsumeOptions{PointerBucket: o.pointerBucket, AdoptTenant: o.adoptTenant, RawTenant: o.rawTenant}
-		if o.pointerBucket != "" || o.rawTenant != "" {
+		if src.Consume.PointerBucket == "" {
+			// A destination declared format=aws carries pointers to the
+			// store's bucket (its relay writes them).
+			f, _ := broker.FormatOf(g.brokerURL) // checked by broker.Open
+			src.Consume.PointerBucket = f.PointerBucket
+		}
+		if src.Consume.PointerBucket != "" || o.rawTenant != "" {
 			src.Consume.DefaultKind = kind // AWS producers set no kind
 		}
 		tally = &brokerTally{}
