@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -258,7 +259,7 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 			return err
 		}
 		if n := tally.dead.Load(); n > 0 {
-			return fmt.Errorf("%d messages went to the broker's dead-letter destination (jobs %v); see: claimcheck dead", n, dead)
+			return brokerDeadError(n, dead)
 		}
 		return nil
 	}
@@ -275,4 +276,29 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		return fmt.Errorf("%d jobs went to the dead letters (ids %v); see: claimcheck dead", len(dead), dead)
 	}
 	return nil
+}
+
+// brokerDeadError is work --broker's failure when n messages were
+// dead-lettered: jobs holds the outbox entry (job id) of each, 0 for a
+// message no outbox entry sent (an AWS-format or other foreign producer's).
+// claimcheck dead lists the relayed entries only (the job database's
+// inbox); the others are only in the broker's dead-letter destination, and
+// the error says so rather than point at a listing that omits them.
+func brokerDeadError(n int64, jobs []int64) error {
+	var relayed []int64
+	for _, id := range jobs {
+		if id > 0 {
+			relayed = append(relayed, id)
+		}
+	}
+	slices.Sort(relayed)
+	foreign := n - int64(len(relayed))
+	msg := fmt.Sprintf("%d messages went to the broker's dead-letter destination", n)
+	if len(relayed) > 0 {
+		msg += fmt.Sprintf("; %d relayed from the outbox (jobs %v): see: claimcheck dead", len(relayed), relayed)
+	}
+	if foreign > 0 {
+		msg += fmt.Sprintf("; %d sent by producers outside the job database (no outbox entry, such as AWS extended clients), which claimcheck dead does not list: read them in the broker's dead-letter queue (the reason is their %s attribute)", foreign, broker.AttrReason)
+	}
+	return errors.New(msg)
 }
