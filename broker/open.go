@@ -49,10 +49,13 @@ func Schemes() []string {
 // Open opens the transport a URL names, such as
 // "amqp://guest:guest@127.0.0.1:5672/?queue=jobs" (broker/rabbitmq) or
 // "nats://127.0.0.1:4222?stream=JOBS" (broker/natsjs); each transport
-// package documents its query parameters.
+// package documents its query parameters. The destination format
+// parameters (format, pointer_bucket, pointer_marker: FormatOf) are
+// checked and taken out before the transport sees the URL.
 //
 // Errors: claimcheck.ErrConfig for a URL that does not parse, a scheme no
-// imported package registered, or parameters the transport refuses;
+// imported package registered, invalid format parameters, or parameters
+// the transport refuses;
 // otherwise the transport's error (the broker unreachable), wrapped. Error
 // strings never contain the URL's password.
 func Open(ctx context.Context, rawURL string) (Transport, error) {
@@ -66,6 +69,9 @@ func Open(ctx context.Context, rawURL string) (Transport, error) {
 	openersMu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("broker: unknown broker scheme %q (known: %s): %w", u.Scheme, strings.Join(Schemes(), ", "), claimcheck.ErrConfig)
+	}
+	if err := takeFormat(u); err != nil {
+		return nil, err
 	}
 	return o(ctx, u)
 }

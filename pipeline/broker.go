@@ -28,6 +28,9 @@ type BrokerSource struct {
 	Relay string
 	// RelayBroker is the relay's RelayOptions.Broker: Transport's binding.
 	RelayBroker string
+	// RelayFormat is the relay's RelayOptions.Format: the destination's
+	// message format (broker.FormatOf of Transport's URL).
+	RelayFormat broker.Format
 	// OnRelayed, if set, is the relay's OnSent.
 	OnRelayed func(jobID int64, err error)
 	// Idle is, with WorkOptions.UntilEmpty, how long the broker must have
@@ -83,7 +86,7 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- p.Relay(relayCtx, RelayOptions{Destination: src.Relay, Broker: src.RelayBroker, Transport: src.Transport, OnSent: src.OnRelayed})
+			errc <- p.Relay(relayCtx, RelayOptions{Destination: src.Relay, Broker: src.RelayBroker, Transport: src.Transport, Format: src.RelayFormat, OnSent: src.OnRelayed})
 		}()
 	}
 	var inflight sync.Map // delivery ID → description, for the drain's messages

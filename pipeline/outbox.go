@@ -91,6 +91,14 @@ type RelayOptions struct {
 	// Publish with the number of messages it carried (at most 10: the
 	// relay publishes the entries in flight in batches) and its error.
 	OnPublish func(messages int, err error)
+	// Format is the destination's message format (broker.FormatOf of its
+	// broker URL). With Format.AWS each entry is published as an AWS
+	// payload pointer to a copy of its payload that only that message
+	// names (broker.NewPointer; a store that seals its payloads cannot, and
+	// its entries die not-relayable), with Format.Marker as its size
+	// attribute, instead of as a ticket. A publish that fails leaves its
+	// copy to the sweeper (sweep.Options.PointerRetention).
+	Format broker.Format
 	// OnSent, if set, is called after each publish attempt with the
 	// entry's job id and the attempt's error: nil once the broker
 	// confirmed it, wrapping ErrNotRelayable if the entry is now dead,
@@ -125,7 +133,9 @@ type RelayOptions struct {
 // broker.AttrKind, AttrTenant, AttrID, AttrIdempotencyKey, AttrJob (the
 // entry's job id) and
 // AttrMaxAttempts (the entry's, so the consumer applies the producer's
-// limit).
+// limit); with RelayOptions.Format.AWS, an AWS payload pointer to a
+// per-message copy of the payload instead of the ticket, with the same
+// attributes plus the pointer's (broker.Pointer.Message).
 //
 // Errors: ErrConfig for a missing transport or an invalid destination;
 // River's start and stop errors, wrapped.
@@ -334,18 +344,33 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	if err != nil {
 		return deadLetter(err)
 	}
-	m, err := broker.NewMessage(job.Args.JobKind, t)
-	if err != nil {
-		return deadLetter(err)
-	}
-	traceContext.Inject(ctx, propagation.MapCarrier(m.Attributes))
+	attrs := map[string]string{}
+	traceContext.Inject(ctx, propagation.MapCarrier(attrs))
 	key := MessageID(job.ID, enc)
-	m.Attributes[broker.AttrIdempotencyKey] = key
-	m.Attributes[broker.AttrID] = PublishID(key, job.Attempt)
-	m.Attributes[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
-	m.Attributes[broker.AttrMaxAttempts] = strconv.Itoa(job.MaxAttempts)
+	attrs[broker.AttrIdempotencyKey] = key
+	attrs[broker.AttrID] = PublishID(key, job.Attempt)
+	attrs[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
+	attrs[broker.AttrMaxAttempts] = strconv.Itoa(job.MaxAttempts)
 	if job.Priority > DefaultPriority {
-		m.Attributes[broker.AttrPriority] = strconv.Itoa(job.Priority)
+		attrs[broker.AttrPriority] = strconv.Itoa(job.Priority)
+	}
+	var m broker.Message
+	if w.opts.Format.AWS {
+		m, err = w.pointerMessage(ctx, job.Args.JobKind, t, attrs)
+		if err != nil {
+			if claimcheck.Refused(err) || claimcheck.IsPermanent(err) {
+				return deadLetterAs(ReasonNotRelayable, fmt.Errorf("pipeline: relay %s to %s as an AWS payload pointer: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
+			}
+			delay := claimcheck.RetryPolicy{Base: time.Second, MaxDelay: w.opts.MaxRetryDelay}.Backoff(int(w.failures.Add(1)))
+			return &relaySnooze{snooze: river.JobSnooze(delay), err: err}
+		}
+	} else {
+		if m, err = broker.NewMessage(job.Args.JobKind, t); err != nil {
+			return deadLetter(err)
+		}
+		for k, v := range attrs {
+			m.Attributes[k] = v
+		}
 	}
 	err = w.reg.register(ctx, job.ID, t)
 	if err == nil {
@@ -362,6 +387,19 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	}
 	w.failures.Store(0)
 	return nil
+}
+
+// pointerMessage is the AWS payload pointer message of ticket t for kind,
+// with the relay's attributes attrs: the pointer names a copy of t's
+// payload made for this message alone (broker.NewPointer).
+func (w *relayWorker) pointerMessage(ctx context.Context, kind string, t *claimcheck.Ticket, attrs map[string]string) (broker.Message, error) {
+	p, err := broker.NewPointer(ctx, w.p.store, w.opts.Format.PointerBucket, t)
+	if err != nil {
+		return broker.Message{}, err
+	}
+	p.Marker = w.opts.Format.Marker
+	attrs[broker.AttrKind] = kind
+	return p.Message(attrs)
 }
 
 // ErrNotRelayable marks, in RelayOptions.OnSent, an entry the transport

@@ -3,8 +3,11 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -464,4 +467,64 @@ func TestRelayBatchesPublishes(t *testing.T) {
 			t.Errorf("the entry too large for the transport: %+v (%v), want dead %s", j, err, ReasonNotRelayable)
 		}
 	})
+}
+
+// TestRelayAWSFormat: a destination declared format=aws is relayed as AWS
+// payload pointers, each to a copy of the payload that only its message
+// names (inline payloads included), with the legacy marker when asked,
+// of data type Number, and the relay's attributes; the entries complete.
+func TestRelayAWSFormat(t *testing.T) {
+	b := setup(t, dbtest.SQLite(t), nil)
+	payloads := map[string][]byte{}
+	for _, n := range []int{1 << 10, 300 << 10} {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte('a' + i%26)
+		}
+		res, err := b.p.Enqueue(b.ctx, "pages", "acme", bytes.NewReader(p), &EnqueueOptions{Destinations: []string{"aws"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads[strconv.FormatInt(res.JobID, 10)] = p
+	}
+	format, err := broker.FormatOf("sqs://?queue_url=http://127.0.0.1:1/q&dead_letter_queue_url=http://127.0.0.1:1/d&format=aws&pointer_bucket=acme-bucket&pointer_marker=SQSLargePayloadSize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := brokertest.NewFake(256 << 10)
+	ctx, cancel := context.WithTimeout(b.ctx, workTimeout)
+	defer cancel()
+	if err := b.p.Relay(ctx, RelayOptions{Destination: "aws", Transport: tr, UntilEmpty: true, Format: format,
+		OnSent: func(id int64, err error) {
+			if err != nil {
+				t.Errorf("entry %d: %v", id, err)
+			}
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	ds := drain(t, tr)
+	if len(ds) != len(payloads) {
+		t.Fatalf("%d messages, want %d", len(ds), len(payloads))
+	}
+	for _, d := range ds {
+		want := payloads[d.Attributes[broker.AttrJob]]
+		p, err := broker.ParsePointer(d.Body, d.Attributes)
+		if err != nil {
+			t.Fatalf("not an AWS payload pointer: %v (body %.80s)", err, d.Body)
+		}
+		sum := sha256.Sum256(want)
+		if p.Bucket != "acme-bucket" || !claimcheck.PointerKey(p.Key) || p.Marker != broker.AttrLegacyPayloadSize || d.AttributeType(p.Marker) != broker.AttrNumber ||
+			p.Size != int64(len(want)) || p.SHA256 != hex.EncodeToString(sum[:]) || p.Tenant != "acme" ||
+			d.Attributes[broker.AttrKind] != "pages" || d.Attributes[broker.AttrIdempotencyKey] == "" || d.Attributes[broker.AttrMaxAttempts] == "" {
+			t.Fatalf("pointer %+v, attributes %v, types %v", p, d.Attributes, d.Types)
+		}
+		got, err := b.store.Bucket().ReadAll(b.ctx, p.Key)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("the pointed object: %d bytes, %v; want the %d bytes enqueued", len(got), err, len(want))
+		}
+		t.Logf("job %s: body %s; attributes %v", d.Attributes[broker.AttrJob], strings.Replace(string(d.Body), p.Key[len(p.Key)-28:], "…", 1), d.Attributes)
+	}
+	if empty, err := b.p.OutboxEmpty(b.ctx, "aws"); err != nil || !empty {
+		t.Fatalf("outbox empty %v, %v", empty, err)
+	}
 }

@@ -55,7 +55,14 @@ func clone(m broker.Message) broker.Message {
 	for k, v := range m.Attributes {
 		a[k] = v
 	}
-	return broker.Message{Body: append([]byte(nil), m.Body...), Attributes: a}
+	var types map[string]string
+	if m.Types != nil {
+		types = make(map[string]string, len(m.Types))
+		for k, v := range m.Types {
+			types[k] = v
+		}
+	}
+	return broker.Message{Body: append([]byte(nil), m.Body...), Attributes: a, Types: types}
 }
 
 func (q *Fake) Publish(ctx context.Context, msgs []broker.Message) error {

@@ -107,6 +107,7 @@ func brokerSource(g *globals, tr broker.Transport, stderr io.Writer, relay bool)
 		var outage atomic.Bool
 		src.Relay = g.destination
 		src.RelayBroker = g.brokerBinding()
+		src.RelayFormat, _ = broker.FormatOf(g.brokerURL) // checked by broker.Open
 		left := leftNotice(stderr)
 		src.OnRelayed = func(id int64, err error) {
 			if errors.Is(err, pipeline.ErrOtherBroker) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
@@ -74,9 +75,13 @@ func (o *relayOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer tr.Close()
+	format, err := broker.FormatOf(g.brokerURL)
+	if err != nil {
+		return err
+	}
 	var sent, failed, dead, requests atomic.Int64 // requests: Publish calls
 	left := leftNotice(s.err)
-	err = e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, Batch: o.batch, UntilEmpty: o.untilEmpty,
+	err = e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, Batch: o.batch, UntilEmpty: o.untilEmpty, Format: format,
 		OnPublish: func(int, error) { requests.Add(1) },
 		OnSent: func(id int64, err error) {
 			switch {

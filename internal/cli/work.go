@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -221,7 +222,13 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		src := brokerSource(g, tr, stderr, !o.noRelay)
 		src.Idle, src.DeleteOnAck = o.idle, o.deleteOnAck
 		src.Consume = broker.ConsumeOptions{PointerBucket: o.pointerBucket, AdoptTenant: o.adoptTenant, RawTenant: o.rawTenant}
-		if o.pointerBucket != "" || o.rawTenant != "" {
+		if src.Consume.PointerBucket == "" {
+			// A destination declared format=aws carries pointers to the
+			// store's bucket (its relay writes them).
+			f, _ := broker.FormatOf(g.brokerURL) // checked by broker.Open
+			src.Consume.PointerBucket = f.PointerBucket
+		}
+		if src.Consume.PointerBucket != "" || o.rawTenant != "" {
 			src.Consume.DefaultKind = kind // AWS producers set no kind
 		}
 		tally = &brokerTally{}
@@ -252,7 +259,7 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 			return err
 		}
 		if n := tally.dead.Load(); n > 0 {
-			return fmt.Errorf("%s went to the broker's dead-letter destination (jobs %v); see: claimcheck dead", plural(int(n), "message"), dead)
+			return brokerDeadError(n, dead)
 		}
 		return nil
 	}
@@ -281,4 +288,29 @@ func nextTryNote(o pipeline.Outcome) string {
 		return ""
 	}
 	return ", next try in " + o.NextTry.Round(100*time.Millisecond).String()
+}
+
+// brokerDeadError is work --broker's failure when n messages were
+// dead-lettered: jobs holds the outbox entry (job id) of each, 0 for a
+// message no outbox entry sent (an AWS-format or other foreign producer's).
+// claimcheck dead lists the relayed entries only (the job database's
+// inbox); the others are only in the broker's dead-letter destination, and
+// the error says so rather than point at a listing that omits them.
+func brokerDeadError(n int64, jobs []int64) error {
+	var relayed []int64
+	for _, id := range jobs {
+		if id > 0 {
+			relayed = append(relayed, id)
+		}
+	}
+	slices.Sort(relayed)
+	foreign := n - int64(len(relayed))
+	msg := plural(int(n), "message") + " went to the broker's dead-letter destination"
+	if len(relayed) > 0 {
+		msg += fmt.Sprintf("; %d relayed from the outbox (jobs %v): see: claimcheck dead", len(relayed), relayed)
+	}
+	if foreign > 0 {
+		msg += fmt.Sprintf("; %d sent by producers outside the job database (no outbox entry, such as AWS extended clients), which claimcheck dead does not list: read them in the broker's dead-letter queue (the reason is their %s attribute)", foreign, broker.AttrReason)
+	}
+	return errors.New(msg)
 }
