@@ -591,7 +591,10 @@ func (t *Transport) Extend(ctx context.Context, d *broker.Delivery, by time.Dura
 }
 
 // DeadLetter implements broker.Transport: a copy with the reason to the
-// dead-letter queue, then DeleteMessage (see the package doc).
+// dead-letter queue, then DeleteMessage (see the package doc). A message
+// too large to carry the reason attribute too (SQS counts attributes in
+// MaximumMessageSize) is copied without it, so that it is dead-lettered
+// once rather than redelivered every visibility timeout.
 func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason string) error {
 	if _, err := handleOf(d); err != nil {
 		return err
@@ -605,9 +608,18 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 	}
 	attrs[broker.AttrReason] = reason
 	m := broker.Message{Body: d.Body, Attributes: attrs, Types: d.Types} // the original's data types kept
-	if err := broker.CheckSize([]broker.Message{m}, t.opts.MaxMessageSize); err != nil {
-		return fmt.Errorf("sqs: dead-letter %s: copy with reason: %w", d.ID, err)
+	if broker.CheckSize([]broker.Message{m}, t.opts.MaxMessageSize) != nil {
+		// The original fit the queue, but not with the reason beside it
+		// (a message of the queue's maximum size, SQS's limit counting
+		// attributes with the body): the copy goes as the original was,
+		// without the reason, rather than back to the queue forever. The
+		// reason stays in the consumer's outcome (broker.Outcome.Reason).
+		m.Attributes = d.Attributes
+		if err := broker.CheckSize([]broker.Message{m}, t.opts.MaxMessageSize); err != nil {
+			return fmt.Errorf("sqs: dead-letter %s: copy: %w", d.ID, err)
+		}
 	}
+	attrs = m.Attributes
 	if err := checkAttributes([]broker.Message{m}); err != nil {
 		return fmt.Errorf("sqs: dead-letter %s: %w", d.ID, err)
 	}

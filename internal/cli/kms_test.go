@@ -78,7 +78,7 @@ func TestKeeperLocalKMSWorker(t *testing.T) {
 	// given back: unavailable infrastructure, claimcheck.RetryPolicy).
 	deadline := time.Now().Add(time.Minute)
 	for _, j := range []jobJSON{offloaded, inline} {
-		prefix := "job " + strconv.FormatInt(j.ID, 10) + ": attempt 1 failed (keeper-failed), waiting: "
+		prefix := "job " + strconv.FormatInt(j.ID, 10) + ": attempt 1 failed (keeper-failed), waiting, next try in "
 		for {
 			line := lineWith(stderr.String(), prefix)
 			if line != "" {

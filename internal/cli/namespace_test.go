@@ -109,7 +109,7 @@ func TestStorePrefixValidated(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, p := range []string{"payloads/", "a/results/", "../x/", "a//b/", ""} {
-		r := b.run("", "--store", "file://"+filepath.ToSlash(t.TempDir())+"?prefix="+p, "submit", "--kind", "count", "--tenant", "acme", "-")
+		r := b.run("payload", "--store", "file://"+filepath.ToSlash(t.TempDir())+"?prefix="+p, "submit", "--kind", "count", "--tenant", "acme", "-")
 		if r.code != 2 || !strings.Contains(r.stderr, "prefix") {
 			t.Errorf("prefix=%q: exit %d, want 2 naming the prefix\n%s", p, r.code, r.stderr)
 		}

@@ -205,7 +205,7 @@ func TestWorkAttemptStalledStoreRetried(t *testing.T) {
 			j, _ := waitState(second.ID, 2*time.Minute, func(j jobJSON) bool { return j.State == "completed" })
 			cancel()
 			r := wait()
-			want := fmt.Sprintf("job %d: attempt 1 failed (store-unavailable), waiting:", second.ID)
+			want := fmt.Sprintf("job %d: attempt 1 failed (store-unavailable), waiting, next try in ", second.ID)
 			if global != nil {
 				want = "(attempt 1) held, unavailable for"
 			}
