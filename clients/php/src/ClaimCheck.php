@@ -206,7 +206,9 @@ final class Verifier
     {
         $got = hash_final($this->h, true);
         if ($this->wantSize !== null && $this->size !== $this->wantSize) {
-            throw new PayloadCorruptError(sprintf('%s bytes, %d announced', $this->size > $this->wantSize ? 'more than the' : (string) $this->size, $this->wantSize));
+            throw new PayloadCorruptError($this->size > $this->wantSize
+                ? "more than the {$this->wantSize} bytes announced"
+                : "{$this->size} bytes, {$this->wantSize} announced");
         }
         if ($this->wantSha256 !== null && !hash_equals($this->wantSha256, $got)) {
             throw new PayloadCorruptError(sprintf('SHA-256 %s…, announced %s…', substr(bin2hex($got), 0, 12), substr(bin2hex($this->wantSha256), 0, 12)));
@@ -288,7 +290,11 @@ class Client
                 CURLOPT_LOW_SPEED_LIMIT => 1,
                 CURLOPT_LOW_SPEED_TIME => $t,
                 CURLOPT_NOSIGNAL => true,
+                CURLOPT_BUFFERSIZE => 256 << 10, // the largest write callback's chunk
             ]);
+            if (defined('CURLOPT_UPLOAD_BUFFERSIZE')) {
+                curl_setopt($ch, CURLOPT_UPLOAD_BUFFERSIZE, 1 << 20);
+            }
             if ($method === 'GET') {
                 curl_setopt($ch, CURLOPT_HTTPGET, true);
             } elseif (is_array($body)) {
@@ -543,7 +549,11 @@ class Client
         $tmp = null;
         $out = $dest;
         if (is_string($dest)) {
-            $tmp = tempnam(dirname(realpath(dirname($dest)) . '/x'), '.claimcheck-');
+            $dir = realpath(dirname($dest));
+            $tmp = $dir === false ? false : tempnam($dir, '.claimcheck-');
+            if ($tmp === false) {
+                throw new \RuntimeException('cannot make a temporary file beside ' . basename($dest));
+            }
             $out = fopen($tmp, 'wb');
         }
         try {
@@ -812,8 +822,6 @@ class Claim
                 return $this->fail($e->getMessage() ?: 'permanent failure', true);
             } catch (PayloadCorruptError $e) {
                 return $this->fail('payload-corrupt: ' . $e->getMessage(), false);
-            } catch (ApiError $e) {
-                throw $e;
             } catch (\Throwable $e) { // the handler's failure: transient
                 return $this->fail((new \ReflectionClass($e))->getShortName() . ': ' . $e->getMessage(), false);
             }

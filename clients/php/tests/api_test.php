@@ -121,7 +121,7 @@ test('submit, work, result', $SKIP, function () use ($TENANT) {
         eq('application/x-reversed', $r['content_type'], 'result content type');
         eq(['result'], array_values(array_diff(scandir($dir), ['.', '..'])), 'files left'); // no temporary file
     } finally {
-        array_map('unlink', glob("$dir/{,.}*", GLOB_BRACE) ?: []);
+        array_map('unlink', array_filter(glob("$dir/{,.}*", GLOB_BRACE) ?: [], 'is_file'));
         @rmdir($dir);
     }
     // Into a stream too.
