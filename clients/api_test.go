@@ -108,23 +108,25 @@ func parseLines(t *testing.T, c *client, stdout, stderr string) []map[string]any
 	return out
 }
 
-// TestClientsAPI runs the Python and JavaScript clients against a real
+// TestClientsAPI runs the Python, JavaScript and PHP clients against a real
 // `claimcheck serve` (in-process, tokens for tenants acme and globex, a
 // file store) on each job database:
 //
-//   - each client's own test suite (tests/test_api.py, test/api.test.js);
+//   - each client's own test suite (tests/test_api.py, test/api.test.js,
+//     tests/api_test.php);
 //   - the corpus PDFs submitted by one client's example program and worked
 //     by the other's through the worker endpoints, its handler making a
 //     JSON summary of the verified payload (SHA-256, size, first bytes) the
 //     result; every result fetched and matched against the file, both
-//     ways (issue 17, must-show 2);
+//     ways between Python and JavaScript (issue 17, must-show 2) and
+//     between PHP and each of them (issue 28, must-show 2);
 //   - a client-side digest mismatch refused (422 digest-mismatch), leaving
 //     no job and no stored object;
 //   - acme's token refused (403) on globex for submit and claim, and
 //     answered 404 for globex's job and result, as for a missing job.
 func TestClientsAPI(t *testing.T) {
-	py, js := pythonClient(), jsClient()
-	clients := []*client{py, js}
+	py, js, php := pythonClient(), jsClient(), phpClient()
+	clients := []*client{py, js, php}
 	docs := corpusPDFs(t)
 	for name, db := range databases() {
 		t.Run(name, func(t *testing.T) {
@@ -142,8 +144,13 @@ func TestClientsAPI(t *testing.T) {
 					need(t, js)
 					nodeTestEnv(t, js, a.url, a.as("acme"), "test/api.test.js")
 				})
+				t.Run("PHP", func(t *testing.T) {
+					t.Parallel()
+					need(t, php)
+					phpTestEnv(t, php, a.url, a.as("acme"), "tests/api_test.php")
+				})
 			})
-			for _, pair := range [][2]*client{{py, js}, {js, py}} {
+			for _, pair := range [][2]*client{{py, js}, {js, py}, {php, py}, {py, php}, {php, js}, {js, php}} {
 				producer, worker := pair[0], pair[1]
 				t.Run("Exchange/"+producer.name+"-to-"+worker.name, func(t *testing.T) {
 					need(t, producer)

@@ -90,6 +90,14 @@ func jsClient() *client {
 	return c
 }
 
+func phpClient() *client {
+	c := &client{name: "php", dir: filepath.Join(moduleRoot, "clients", "php"), example: "example.php"}
+	c.program, c.missing = lookProgram("CLAIMCHECK_TEST_PHP", "php",
+		"install PHP 8.1 or later with its curl extension (Debian: apt-get install php-cli php-curl)",
+		"exit(PHP_VERSION_ID >= 80100 && extension_loaded('curl') ? 0 : 1);", "-r")
+	return c
+}
+
 // lookProgram finds name (or $env) and checks its version with the
 // one-line program check (run with flag): the path, or why it cannot be
 // used.
@@ -155,6 +163,32 @@ func nodeTestEnv(t *testing.T, c *client, srv string, env []string, file string)
 		t.Fatalf("node --test %s: %d passed, %d failed, %d skipped:\n%s", file, pass, fail, skipped, out)
 	}
 	t.Logf("node --test %s: %d tests passed", file, pass)
+}
+
+// phpTestEnv runs `php file` (a suite printing TAP lines and "# pass N",
+// "# fail N", "# skipped N") in the PHP client's directory with env
+// (NAME=VALUE) added to the environment, and fails t unless every test ran
+// and passed.
+func phpTestEnv(t *testing.T, c *client, srv string, env []string, file string) {
+	t.Helper()
+	stdout, stderr, err := c.exec(t, srv, env, file)
+	out := stdout + stderr
+	if err != nil {
+		t.Fatalf("php %s: %v\n%s", file, err, out)
+	}
+	count := func(what string) int {
+		m := regexp.MustCompile(`(?m)^# ` + what + ` (\d+)$`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("php %s printed no %q count:\n%s", file, what, out)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	pass, fail, skipped := count("pass"), count("fail"), count("skipped")
+	if fail != 0 || skipped != 0 || pass == 0 {
+		t.Fatalf("php %s: %d passed, %d failed, %d skipped:\n%s", file, pass, fail, skipped, out)
+	}
+	t.Logf("php %s: %d tests passed\n%s", file, pass, stdout)
 }
 
 // decodeObject decodes one line a client printed: a JSON object.

@@ -62,6 +62,15 @@ func readme(t *testing.T, a *apiDeployment, c *client, pdf string) {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(readmeSnippet(t, "js")), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	case "php":
+		file = "snippet.php"
+		// The snippet requires clients/php/src/ClaimCheck.php, as from the module's root.
+		if err := os.Symlink(clients, filepath.Join(dir, "clients")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(readmeSnippet(t, "php")), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), childTimeout)
 	defer cancel()
