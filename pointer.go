@@ -70,7 +70,7 @@ func PointerKey(key string) bool {
 // (the copy is deleted); ErrAccessDenied or ErrUnavailable for store
 // failures. No error names the key.
 func (s *Store) CopyForPointer(ctx context.Context, t *Ticket) (string, error) {
-	if s.seal != nil {
+	if s.Seals() {
 		return "", fmt.Errorf("claimcheck: copy for a pointer of %s: this store seals its payloads, and a foreign consumer would read ciphertext: %w", t, ErrConfig)
 	}
 	if err := t.validate(); err != nil {

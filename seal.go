@@ -350,6 +350,11 @@ func (a *keeperAEAD) DecryptWithContext(ctx context.Context, ct, ad []byte) ([]b
 	return msg[4+n:], nil
 }
 
+// Seals reports whether the store seals the payloads it checks in
+// (Options.Keeper set): their bytes in the bucket are ciphertext only a
+// holder of the keeper can read.
+func (s *Store) Seals() bool { return s.seal != nil }
+
 // KeyID is the id of this store's key-encryption key (Options.KeeperID);
 // "" when the store has no keeper or was given no id.
 func (s *Store) KeyID() string {

@@ -28,6 +28,20 @@ type Format struct {
 	Marker string
 }
 
+// CheckStore refuses a destination format store cannot feed: format=aws
+// with a store that seals its payloads (claimcheck.Store.Seals), whose
+// bytes a consumer outside claimcheck would read as ciphertext. Checked
+// before anything is enqueued for such a destination, rather than each
+// entry dying not-relayable at the relay.
+//
+// Errors: claimcheck.ErrConfig, saying what to change.
+func (f Format) CheckStore(store *claimcheck.Store) error {
+	if f.AWS && store != nil && store.Seals() {
+		return fmt.Errorf("broker: format=aws hands payloads to consumers outside claimcheck, which cannot unwrap sealed payloads: run this deployment without a keeper (--keeper none) and encrypt at rest with the bucket's own encryption (S3 SSE): %w", claimcheck.ErrConfig)
+	}
+	return nil
+}
+
 // formatParams are the broker URL parameters Format reads; Open removes
 // them before a transport's opener sees the URL.
 var formatParams = []string{"format", "pointer_bucket", "pointer_marker"}

@@ -2,10 +2,14 @@ package broker_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
+
+	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/broker/brokertest"
 	_ "github.com/claimcheck/claimcheck/broker/sqs" // sqs:// URLs
 )
 
@@ -46,6 +50,33 @@ func TestFormatOf(t *testing.T) {
 			if _, err := broker.Open(t.Context(), u); !errors.Is(err, claimcheck.ErrConfig) {
 				t.Errorf("Open %s: %v", name, err)
 			}
+		}
+	}
+}
+
+// TestFormatCheckStore: format=aws refuses a store that seals its payloads
+// (a foreign consumer would read ciphertext) and takes one that does not;
+// the ticket format takes both.
+func TestFormatCheckStore(t *testing.T) {
+	kek, err := localsecrets.NewRandomKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := brokertest.FileStore(t, &claimcheck.Options{Keeper: localsecrets.NewKeeper(kek)})
+	plain := brokertest.FileStore(t, nil)
+	aws, err := broker.FormatOf(sqsURL + "&format=aws&pointer_bucket=acme-payloads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := aws.CheckStore(sealed); !errors.Is(err, claimcheck.ErrConfig) || !strings.Contains(err.Error(), "--keeper none") {
+		t.Errorf("format=aws, sealing store: %v, want ErrConfig saying --keeper none", err)
+	}
+	for _, c := range []struct {
+		f     broker.Format
+		store *claimcheck.Store
+	}{{aws, plain}, {broker.Format{}, sealed}, {broker.Format{}, plain}} {
+		if err := c.f.CheckStore(c.store); err != nil {
+			t.Errorf("%+v, seals %v: %v", c.f, c.store.Seals(), err)
 		}
 	}
 }

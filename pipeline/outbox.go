@@ -137,11 +137,15 @@ type RelayOptions struct {
 // per-message copy of the payload instead of the ticket, with the same
 // attributes plus the pointer's (broker.Pointer.Message).
 //
-// Errors: ErrConfig for a missing transport or an invalid destination;
+// Errors: ErrConfig for a missing transport, an invalid destination, or
+// Format.AWS with a store that seals its payloads (broker.Format.CheckStore);
 // River's start and stop errors, wrapped.
 func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 	if opts.Transport == nil {
 		return fmt.Errorf("pipeline: relay: no transport: %w", claimcheck.ErrConfig)
+	}
+	if err := opts.Format.CheckStore(p.store); err != nil {
+		return fmt.Errorf("pipeline: relay: %w", err)
 	}
 	if err := ValidateDestination(opts.Destination); err != nil {
 		return fmt.Errorf("pipeline: relay: %v: %w", err, claimcheck.ErrConfig)

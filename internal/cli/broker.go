@@ -27,6 +27,11 @@ func (g *globals) openBroker(ctx context.Context, e *env, kinds ...string) (brok
 // openBrokerWithin is openBroker giving up after d. Configuration errors
 // are usage errors (exit 2); an unreachable broker is a plain error.
 func (g *globals) openBrokerWithin(ctx context.Context, e *env, d time.Duration, kinds ...string) (broker.Transport, error) {
+	if format, err := broker.FormatOf(g.brokerURL); err == nil {
+		if err := format.CheckStore(e.store); err != nil {
+			return nil, usagef("--broker: %v; nothing was stored", err)
+		}
+	}
 	octx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tr, err := broker.Open(octx, g.brokerURL)
@@ -105,9 +110,8 @@ func brokerSource(g *globals, tr broker.Transport, stderr io.Writer, relay bool)
 	src := &pipeline.BrokerSource{Transport: tr, OnError: func(err error) { fmt.Fprintln(stderr, err) }}
 	if relay {
 		var outage atomic.Bool
-		src.Relay = g.destination
-		src.RelayBroker = g.brokerBinding()
-		src.RelayFormat, _ = broker.FormatOf(g.brokerURL) // checked by broker.Open
+		ro := g.relayOptions(tr)
+		src.Relay, src.RelayBroker, src.RelayFormat = ro.Destination, ro.Broker, ro.Format
 		left := leftNotice(stderr)
 		src.OnRelayed = func(id int64, err error) {
 			if errors.Is(err, pipeline.ErrOtherBroker) {
@@ -148,6 +152,15 @@ func (g *globals) brokerBinding() string {
 	}
 	b, _ := broker.Binding(g.brokerURL)
 	return b
+}
+
+// relayOptions are the relay's options for --destination over tr: its
+// broker binding and its message format (broker.FormatOf of --broker: AWS
+// payload pointers for a URL declaring format=aws), the same for relay,
+// submit's relay and work's.
+func (g *globals) relayOptions(tr broker.Transport) pipeline.RelayOptions {
+	format, _ := broker.FormatOf(g.brokerURL) // checked by broker.Open
+	return pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, Format: format}
 }
 
 // leftNotice says once per entry that a relay left it for another

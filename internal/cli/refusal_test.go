@@ -63,6 +63,8 @@ func TestRefusalsCreateNothing(t *testing.T) {
 		{"missing bucket", append([]string{"--store", "%s"}, append(submit, "-")...), 2, "does not exist", false, true, nil},
 		{"missing credentials", append([]string{"--store", "%s"}, append(submit, "-")...), 2, "no AWS credentials", false, true,
 			map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent", "AWS_EC2_METADATA_DISABLED": "true"}},
+		{"unknown broker scheme", append([]string{"--broker", "mqtt://127.0.0.1:1"}, append(submit, "-")...), 2, "mqtt", false, false, nil},
+		{"format=aws on a store that seals", append([]string{"--broker", "sqs://?queue_url=http://127.0.0.1:1/q&dead_letter_queue_url=http://127.0.0.1:1/d&region=us-east-1&format=aws&pointer_bucket=b"}, append(submit, "-")...), 2, "format=aws", false, false, nil},
 		{"role that does not exist", append([]string{"--database", "postgres://nosuchuser@127.0.0.1:5432/postgres?sslmode=disable"}, append(submit, "-")...), 0, "nosuchuser", true, false, nil},
 	}
 	for _, c := range cases {

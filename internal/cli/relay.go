@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
@@ -75,29 +74,27 @@ func (o *relayOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer tr.Close()
-	format, err := broker.FormatOf(g.brokerURL)
-	if err != nil {
-		return err
-	}
 	var sent, failed, dead, requests atomic.Int64 // requests: Publish calls
 	left := leftNotice(s.err)
-	err = e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, Batch: o.batch, UntilEmpty: o.untilEmpty, Format: format,
-		OnPublish: func(int, error) { requests.Add(1) },
-		OnSent: func(id int64, err error) {
-			switch {
-			case errors.Is(err, pipeline.ErrOtherBroker):
-				left(id, err)
-			case errors.Is(err, pipeline.ErrNotRelayable):
-				dead.Add(1)
-				fmt.Fprintf(s.err, "relay: job %d is dead (see claimcheck dead): %v\n", id, err)
-			case err != nil:
-				if failed.Add(1) == 1 {
-					fmt.Fprintf(s.err, "relay: job %d not confirmed, kept in the outbox and retried: %v\n", id, err)
-				}
-			default:
-				sent.Add(1)
+	opts := g.relayOptions(tr)
+	opts.Batch, opts.UntilEmpty = o.batch, o.untilEmpty
+	opts.OnPublish = func(int, error) { requests.Add(1) }
+	opts.OnSent = func(id int64, err error) {
+		switch {
+		case errors.Is(err, pipeline.ErrOtherBroker):
+			left(id, err)
+		case errors.Is(err, pipeline.ErrNotRelayable):
+			dead.Add(1)
+			fmt.Fprintf(s.err, "relay: job %d is dead (see claimcheck dead): %v\n", id, err)
+		case err != nil:
+			if failed.Add(1) == 1 {
+				fmt.Fprintf(s.err, "relay: job %d not confirmed, kept in the outbox and retried: %v\n", id, err)
 			}
-		}})
+		default:
+			sent.Add(1)
+		}
+	}
+	err = e.pipe.Relay(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -264,16 +265,16 @@ func (o *submitOptions) run(ctx context.Context, s streams) error {
 		// outbox.
 		if tr, unreachable = g.openBrokerWithin(ctx, e, 10*time.Second, o.kind); unreachable != nil {
 			if errors.As(unreachable, new(usageError)) {
-				return unreachable
+				return e.refuse(unreachable)
 			}
 			if errors.Is(unreachable, claimcheck.ErrAccessDenied) {
-				return fmt.Errorf("%w; nothing was stored", unreachable) // credentials to fix, not an outage
+				return e.refuse(fmt.Errorf("%w; nothing was stored", unreachable)) // credentials to fix, not an outage
 			}
 		} else {
 			defer tr.Close()
 		}
 		if err := submitPriority(tr, unreachable, priority); err != nil {
-			return err
+			return e.refuse(err)
 		}
 	}
 	checkIn := claimcheck.CheckInOptions{ContentType: contentType, Name: o.name, Version: o.version}
@@ -356,9 +357,20 @@ func relayNow(ctx context.Context, stderr io.Writer, g *globals, e *env, tr brok
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := e.pipe.Relay(ctx, pipeline.RelayOptions{Destination: g.destination, Broker: g.brokerBinding(), Transport: tr, UntilEmpty: true}); err != nil || ctx.Err() != nil {
+	opts := g.relayOptions(tr)
+	opts.UntilEmpty = true
+	var dead atomic.Int64
+	opts.OnSent = func(id int64, err error) {
+		if errors.Is(err, pipeline.ErrNotRelayable) {
+			dead.Add(1)
+			fmt.Fprintf(stderr, "job %d is dead, the broker refuses it for good (see claimcheck dead): %v\n", id, err)
+		}
+	}
+	if err := e.pipe.Relay(ctx, opts); err != nil || ctx.Err() != nil {
 		fmt.Fprintf(stderr, "not all of the outbox of destination %s was confirmed within 15 s; what is left stays there for claimcheck relay\n", g.destination)
 		return
 	}
-	fmt.Fprintf(stderr, "relayed to the broker (destination %s)\n", g.destination)
+	if dead.Load() == 0 {
+		fmt.Fprintf(stderr, "relayed to the broker (destination %s)\n", g.destination)
+	}
 }
