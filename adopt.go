@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+
+	"gocloud.dev/gcerrors"
 )
 
 // Adopt checks in, for tenant, an object that another tool wrote to this
@@ -33,11 +36,8 @@ import (
 // copy already checked in, if any, is left for the sweeper); ErrAccessDenied
 // or ErrUnavailable for store failures; CheckIn's errors otherwise.
 func (s *Store) Adopt(ctx context.Context, tenant, key string, size int64, opts *CheckInOptions) (*Ticket, error) {
-	if key == "" {
-		return nil, fmt.Errorf("claimcheck: adopt: empty key: %w", ErrTicketInvalid)
-	}
-	if strings.HasPrefix(key, PrefixPayloads) || strings.HasPrefix(key, PrefixResults) {
-		return nil, fmt.Errorf("claimcheck: adopt for tenant %q: the key is in claimcheck's own %s… area, where only tickets may claim: %w", tenant, key[:strings.Index(key, "/")+1], ErrTicketForbidden)
+	if err := foreignKey("adopt for tenant "+strconv.Quote(tenant), key); err != nil {
+		return nil, err
 	}
 	if len(s.tenants) > 0 && !slices.Contains(s.tenants, tenant) {
 		return nil, fmt.Errorf("claimcheck: adopt for tenant %q: this worker does not serve the tenant: %w", tenant, ErrTicketForbidden)
@@ -60,6 +60,44 @@ func (s *Store) Adopt(ctx context.Context, tenant, key string, size int64, opts 
 		return nil, fmt.Errorf("claimcheck: adopt: foreign object of tenant %q is %s bytes, its pointer says %d: %w", tenant, sizeText(t.Size, size), size, ErrPayloadCorrupt)
 	}
 	return t, nil
+}
+
+// foreignKey refuses, for what, a key that is not a foreign object's:
+// empty, or in claimcheck's own areas (payloads, results, outcome records,
+// the namespace marker), which only tickets may claim and only the
+// sweeper deletes.
+func foreignKey(what, key string) error {
+	if key == "" {
+		return fmt.Errorf("claimcheck: %s: empty key: %w", what, ErrTicketInvalid)
+	}
+	for _, own := range []string{PrefixPayloads, PrefixResults, PrefixOutcomes} {
+		if strings.HasPrefix(key, own) {
+			return fmt.Errorf("claimcheck: %s: the key is in claimcheck's own %s… area, where only tickets may claim: %w", what, own, ErrTicketForbidden)
+		}
+	}
+	if key == NamespaceMarkerKey {
+		return fmt.Errorf("claimcheck: %s: the key is the namespace marker: %w", what, ErrTicketForbidden)
+	}
+	return nil
+}
+
+// DeleteAdopted deletes the foreign object at key (relative to the store's
+// namespace) once its payload was adopted (Adopt) and processed: what the
+// AWS extended clients' consumers do on acknowledgement by default, so an
+// adopted payload is not kept twice. Deleting an object already gone is
+// not an error (a redelivery deletes again).
+//
+// Errors: ErrTicketForbidden for a key in claimcheck's own areas (see
+// Adopt), ErrTicketInvalid for an empty key; ErrAccessDenied or
+// ErrUnavailable for store failures. No error names the key.
+func (s *Store) DeleteAdopted(ctx context.Context, key string) error {
+	if err := foreignKey("delete an adopted object", key); err != nil {
+		return err
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return storeError("delete an adopted object", err, false)
+	}
+	return nil
 }
 
 // sizeText shows a read size, "more than" when the read stopped at limit+1.

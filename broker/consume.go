@@ -82,6 +82,12 @@ type Outcome struct {
 	// Deleted is true when DeleteOnAck deleted the payload's object before
 	// this acknowledgement (the last reference to it).
 	Deleted bool
+	// Adopted is the key (within the store's namespace) of the foreign
+	// object an AWS payload pointer named, when the payload was adopted
+	// (ConsumeOptions.AdoptTenant); "" otherwise. With DeleteOnAck the
+	// foreign object is deleted before the acknowledgement, as the AWS
+	// consumers do, so the adopted payload is not kept twice.
+	Adopted string
 	// Timings are how long the claim, verification and handler took
 	// (claimcheck.Job.Timings), zero for steps that did not run.
 	Timings claimcheck.Timings
@@ -183,8 +189,13 @@ type ConsumeOptions struct {
 	// the delivery to be redelivered (Retry), when the Inbox recognises it
 	// as processed and the release is tried again. Consume refuses it
 	// (ErrConfig) for a transport whose broker fans out to queues it cannot
-	// count (CheckFanOut). Nil (the default) deletes nothing: retention
-	// rules and the sweeper clean up.
+	// count (CheckFanOut). With AdoptTenant, the foreign original of an
+	// adopted payload is deleted too (Store.DeleteAdopted), as the AWS
+	// consumers delete it; without DeleteOnAck it is never deleted, and an
+	// adopted payload sits in the bucket twice (the original and
+	// claimcheck's copy) until the producer's own rules remove the
+	// original. Nil (the default) deletes nothing: retention rules and the
+	// sweeper clean up.
 	DeleteOnAck Releaser
 	// DefaultKind is the kind of a message without AttrKind, such as one
 	// an AWS extended client wrote. Empty: such a message is dead-lettered
@@ -502,6 +513,8 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 			o.Kind = d.Attributes[AttrKind]
 			if dec, err := DecodeBody(d.Message); err == nil && dec.Kind == KindTicket {
 				o.Ticket, o.Tenant = dec.Ticket, dec.Ticket.Tenant
+			} else if err == nil && dec.Kind == KindPointer {
+				o.Adopted = opts.adoptedKey(store, dec.Pointer)
 			}
 			done = true
 		default:
@@ -542,6 +555,16 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 			o.Delay = opts.Policy.Backoff(o.Attempt)
 		}
 		o.Deleted = deleted
+	}
+	if o.Action == Acked && opts.DeleteOnAck != nil && o.Adopted != "" {
+		// The foreign original of an adopted payload goes as the AWS
+		// consumers delete it: after processing, before the ack (a failed
+		// delete is redelivered, found processed, and deleted then).
+		if err := store.DeleteAdopted(sctx, o.Adopted); err != nil {
+			report(fmt.Errorf("broker: consume: delete the adopted original of %s (the broker will deliver it again to retry): %w", o.ID, err))
+			o.Action, o.Err, o.Reason = Retried, err, claimcheck.Reason(err)
+			o.Delay = opts.Policy.Backoff(o.Attempt)
+		}
 	}
 	held.release(d)
 	var serr error
@@ -746,6 +769,7 @@ func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *
 		if t, err = opts.pointerTicket(ctx, store, dec.Pointer); err != nil {
 			return fail(err, claimcheck.IsPermanent(err))
 		}
+		o.Adopted = opts.adoptedKey(store, dec.Pointer)
 	case KindRaw:
 		// Verified by nothing but its own bytes (RawTenant).
 		if t, err = store.CheckIn(ctx, opts.RawTenant, bytes.NewReader(dec.Message.Body), nil); err != nil {

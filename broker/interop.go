@@ -770,6 +770,21 @@ func truncate(s string, n int) string {
 // AttrTenant) names a claimcheck object and is claimed and verified like
 // its ticket; a foreign one is adopted (claimcheck.Store.Adopt) when
 // AdoptTenant allows it, and refused otherwise.
+// adoptedKey is the key, within store's namespace, of the foreign object
+// p names when pointerTicket adopts it (a pointer without claimcheck's
+// digest, on this consumer's bucket and namespace, with AdoptTenant set);
+// "" for any other pointer.
+func (opts *ConsumeOptions) adoptedKey(store *claimcheck.Store, p *Pointer) string {
+	if opts.AdoptTenant == "" || p.Verifiable() || opts.PointerBucket == "" || p.Bucket != opts.PointerBucket {
+		return ""
+	}
+	key, ok := strings.CutPrefix(p.Key, store.Namespace())
+	if !ok {
+		return ""
+	}
+	return key
+}
+
 func (opts *ConsumeOptions) pointerTicket(ctx context.Context, store *claimcheck.Store, p *Pointer) (*claimcheck.Ticket, error) {
 	switch {
 	case opts.PointerBucket == "":

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,6 +228,34 @@ func TestWorkAWSPointer(t *testing.T) {
 			if r.code != 0 || !strings.Contains(r.stdout, "succeeded 1") {
 				t.Fatalf("work --adopt-tenant: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 			}
+			// Adoption checks the payload in under claimcheck's key and
+			// leaves the original: two objects. With --delete-on-ack the
+			// original goes once the message is processed (as the AWS
+			// consumers delete it), and claimcheck's copy with its last
+			// reference: nothing is kept twice, nothing left behind.
+			adopted := b.objects()
+			if _, ok := adopted[key]; !ok || len(adopted) != 2 {
+				t.Fatalf("after adoption without --delete-on-ack: %v, want the original and claimcheck's copy", slices.Sorted(maps.Keys(adopted)))
+			}
+			t.Logf("adopted without --delete-on-ack: %d objects: %v", len(adopted), slices.Sorted(maps.Keys(adopted)))
+			tr, err = broker.Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tr.Publish(ctx, []broker.Message{{Body: []byte(body), Attributes: map[string]string{broker.AttrPayloadSize: strconv.Itoa(len(pdf))}}})
+			tr.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = b.run("", "--broker", u, "work", "--kind", pdfinfo.Kind, "--until-empty", "--idle", "1s", "--pointer-bucket", "java-bucket", "--adopt-tenant", "java", "--delete-on-ack")
+			if r.code != 0 || !strings.Contains(r.stdout, "succeeded 1") {
+				t.Fatalf("work --adopt-tenant --delete-on-ack: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			after := b.objects()
+			if _, ok := after[key]; ok {
+				t.Fatalf("with --delete-on-ack the adopted original is still there: %v", slices.Sorted(maps.Keys(after)))
+			}
+			t.Logf("adopted with --delete-on-ack: %d objects: %v", len(after), slices.Sorted(maps.Keys(after)))
 		})
 	}
 }
