@@ -51,7 +51,17 @@ func ExampleStore_Adopt() {
 	// A wrong size is refused: the pointer and the object disagree.
 	_, err = store.Adopt(ctx, "acme", "imports/order-42.json", 1000, nil)
 	fmt.Println(claimcheck.Reason(err))
+
+	// Once processed, the original may go (DeleteAdopted, as the AWS
+	// consumers delete it); claimcheck's own objects may not.
+	fmt.Println(store.DeleteAdopted(ctx, "imports/order-42.json"))
+	fmt.Println(claimcheck.Reason(store.DeleteAdopted(ctx, t.Key)))
+	ok, err := store.Bucket().Exists(ctx, store.Namespace()+t.Key)
+	fmt.Println(ok, err)
 	// Output:
 	// acme 22 {"order":42,"lines":3}
 	// payload-corrupt
+	// <nil>
+	// ticket-forbidden
+	// true <nil>
 }
