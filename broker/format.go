@@ -26,6 +26,10 @@ type Format struct {
 	// AttrPayloadSize (default) or AttrLegacyPayloadSize. URL parameter
 	// pointer_marker.
 	Marker string
+	// Body is the pointers' body form (Pointer.Body): PointerBodyAWS
+	// (default) or PointerBodyS3Payload, for sns-sqs-big-payload consumers
+	// in its default mode. URL parameter pointer_body.
+	Body string
 }
 
 // CheckStore refuses a destination format store cannot feed: format=aws
@@ -44,11 +48,12 @@ func (f Format) CheckStore(store *claimcheck.Store) error {
 
 // formatParams are the broker URL parameters Format reads; Open removes
 // them before a transport's opener sees the URL.
-var formatParams = []string{"format", "pointer_bucket", "pointer_marker"}
+var formatParams = []string{"format", "pointer_bucket", "pointer_marker", "pointer_body"}
 
 // FormatOf reads the destination format a broker URL declares: its
-// parameters format (ticket or aws), pointer_bucket and pointer_marker
-// (ExtendedPayloadSize or SQSLargePayloadSize), each at most once.
+// parameters format (ticket or aws), pointer_bucket, pointer_marker
+// (ExtendedPayloadSize or SQSLargePayloadSize) and pointer_body (aws or
+// s3payload), each at most once.
 //
 // Errors (ErrConfig): a URL that does not parse, a repeated parameter, an
 // unknown format or marker, format=aws on a scheme other than sqs or
@@ -80,15 +85,24 @@ func formatOf(u *url.URL) (Format, error) {
 	default:
 		return bad("format=%q: use ticket (the default) or aws", truncate(q.Get("format"), 20))
 	}
-	f.PointerBucket, f.Marker = q.Get("pointer_bucket"), q.Get("pointer_marker")
+	f.PointerBucket, f.Marker, f.Body = q.Get("pointer_bucket"), q.Get("pointer_marker"), q.Get("pointer_body")
+	switch f.Body {
+	case "", PointerBodyAWS:
+	case PointerBodyS3Payload:
+		if f.Marker == AttrLegacyPayloadSize {
+			return bad("pointer_body=%s goes with the default pointer_marker (%s), not %s", PointerBodyS3Payload, AttrPayloadSize, AttrLegacyPayloadSize)
+		}
+	default:
+		return bad("pointer_body=%q: use %s (the default) or %s", truncate(f.Body, 20), PointerBodyAWS, PointerBodyS3Payload)
+	}
 	switch f.Marker {
 	case "", AttrPayloadSize, AttrLegacyPayloadSize:
 	default:
 		return bad("pointer_marker=%q: use %s (the default) or %s", truncate(f.Marker, 40), AttrPayloadSize, AttrLegacyPayloadSize)
 	}
 	switch {
-	case !f.AWS && (f.PointerBucket != "" || f.Marker != ""):
-		return bad("pointer_bucket and pointer_marker go with format=aws")
+	case !f.AWS && (f.PointerBucket != "" || f.Marker != "" || f.Body != ""):
+		return bad("pointer_bucket, pointer_marker and pointer_body go with format=aws")
 	case f.AWS && !strings.EqualFold(u.Scheme, "sqs"):
 		return bad("format=aws is for SQS destinations (sqs://), not %s", u.Scheme)
 	case f.AWS && f.PointerBucket == "":

@@ -27,7 +27,11 @@ func TestFormatOf(t *testing.T) {
 	if err != nil || !f.AWS || f.PointerBucket != "acme-payloads" || f.Marker != broker.AttrLegacyPayloadSize {
 		t.Fatalf("%+v %v", f, err)
 	}
-	tr, err := broker.Open(t.Context(), sqsURL+"&format=aws&pointer_bucket=acme-payloads")
+	f, err = broker.FormatOf(sqsURL + "&format=aws&pointer_bucket=acme-payloads&pointer_body=s3payload")
+	if err != nil || f.Body != broker.PointerBodyS3Payload || f.Marker != "" {
+		t.Fatalf("pointer_body=s3payload: %+v %v", f, err)
+	}
+	tr, err := broker.Open(t.Context(), sqsURL+"&format=aws&pointer_bucket=acme-payloads&pointer_body=s3payload")
 	if err != nil {
 		t.Fatalf("Open with format parameters: %v", err)
 	}
@@ -42,6 +46,9 @@ func TestFormatOf(t *testing.T) {
 		"NotAURL":         "::",
 		"BucketNotAName":  sqsURL + "&format=aws&pointer_bucket=" + string(make([]byte, 300)),
 		"TicketAndBucket": sqsURL + "&format=ticket&pointer_bucket=b",
+		"UnknownBody":     sqsURL + "&format=aws&pointer_bucket=b&pointer_body=xml",
+		"BodyAlone":       sqsURL + "&pointer_body=s3payload",
+		"S3PayloadLegacy": sqsURL + "&format=aws&pointer_bucket=b&pointer_body=s3payload&pointer_marker=SQSLargePayloadSize",
 	} {
 		if _, err := broker.FormatOf(u); !errors.Is(err, claimcheck.ErrConfig) {
 			t.Errorf("%s: %v", name, err)

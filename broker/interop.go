@@ -80,6 +80,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -144,7 +145,22 @@ type Pointer struct {
 	// name (the npm package sns-sqs-big-payload; the AWS Java client with
 	// its defaults also writes it).
 	Marker string
+	// Body is the body form Message writes: PointerBodyAWS (the default
+	// when empty) or PointerBodyS3Payload.
+	Body string
 }
+
+// Pointer body forms (Pointer.Body, the broker URL parameter
+// pointer_body).
+const (
+	// PointerBodyAWS is the AWS extended clients' body: a JSON array of
+	// PointerClass and {"s3BucketName","s3Key"}.
+	PointerBodyAWS = "aws"
+	// PointerBodyS3Payload is the npm package sns-sqs-big-payload's
+	// default body (S3PayloadField), which its consumer reads in both of
+	// its modes when no legacy marker is present.
+	PointerBodyS3Payload = "s3payload"
+)
 
 // String is the redacted form for error strings and logs: bucket, size and
 // digest prefix, never the key.
@@ -436,11 +452,14 @@ func NewPointer(ctx context.Context, store *claimcheck.Store, bucket string, t *
 // exactly as Jackson writes it, the attributes extra plus the marker
 // (p.Marker: AttrPayloadSize unless AttrLegacyPayloadSize is asked for)
 // with data type Number, as the Java and Python clients write it
-// (Message.Types), and, when set, AttrSHA256 and AttrTenant.
+// (Message.Types), and, when set, AttrSHA256 and AttrTenant. With p.Body
+// PointerBodyS3Payload the body is sns-sqs-big-payload's instead:
+// {"S3Payload":{"Id":<the key's last element>,"Bucket":…,"Key":…,"Location":"s3://<bucket>/<key>"}}.
 //
 // ErrTicketInvalid if p is incomplete or malformed; ErrConfig if extra uses
-// a name Message writes, p.Marker is neither marker name, or the message
-// would carry more attributes than SQS allows (10).
+// a name Message writes, p.Marker is neither marker name, p.Body is
+// neither body form or is PointerBodyS3Payload with the legacy marker, or
+// the message would carry more attributes than SQS allows (10).
 func (p *Pointer) Message(extra map[string]string) (Message, error) {
 	if p.Bucket == "" || p.Key == "" {
 		return Message{}, invalidf("AWS payload pointer needs a bucket and a key")
@@ -490,7 +509,22 @@ func (p *Pointer) Message(extra map[string]string) (Message, error) {
 	// Jackson does not escape <, > and &; neither do we, so the bytes match.
 	enc.SetEscapeHTML(false)
 	b, k := p.Bucket, p.Key
-	if err := enc.Encode([]any{PointerClass, pointerFields{Bucket: &b, Key: &k}}); err != nil {
+	var body any
+	switch p.Body {
+	case "", PointerBodyAWS:
+		body = []any{PointerClass, pointerFields{Bucket: &b, Key: &k}}
+	case PointerBodyS3Payload:
+		if marker == AttrLegacyPayloadSize {
+			// sns-sqs-big-payload's compatibility mode reads a body with
+			// the legacy marker as the AWS array, and would fail on this.
+			return Message{}, fmt.Errorf("broker: AWS payload pointer: the %s body goes with the %s marker, not %s: %w", PointerBodyS3Payload, AttrPayloadSize, AttrLegacyPayloadSize, claimcheck.ErrConfig)
+		}
+		id, loc := path.Base(k), "s3://"+b+"/"+k
+		body = map[string]s3PayloadFields{S3PayloadField: {ID: &id, Bucket: &b, Key: &k, Location: &loc}}
+	default:
+		return Message{}, fmt.Errorf("broker: AWS payload pointer: body %q is neither %s nor %s: %w", truncate(p.Body, 20), PointerBodyAWS, PointerBodyS3Payload, claimcheck.ErrConfig)
+	}
+	if err := enc.Encode(body); err != nil {
 		return Message{}, fmt.Errorf("broker: encode AWS payload pointer: %w", err)
 	}
 	return Message{Body: bytes.TrimSuffix(buf.Bytes(), []byte("\n")), Attributes: attrs, Types: map[string]string{marker: AttrNumber}}, nil

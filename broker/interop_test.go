@@ -491,3 +491,38 @@ func TestPointerMessageMarker(t *testing.T) {
 		t.Fatalf("unknown marker: %v", err)
 	}
 }
+
+// TestPointerMessageS3Payload: the S3Payload body (sns-sqs-big-payload's
+// default) names the same object, carries claimcheck's marker and digest
+// attributes, and decodes back to the same verifiable pointer; with the
+// legacy marker it is refused (that package's compatibility mode would
+// read it as the AWS array).
+func TestPointerMessageS3Payload(t *testing.T) {
+	tk := offloadedTicket(t)
+	p := pointerTo("claimcheck-payloads", tk)
+	p.Body = PointerBodyS3Payload
+	m, err := p.Message(map[string]string{AttrKind: "pdf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBody := `{"S3Payload":{"Id":"` + testDigest + `","Bucket":"claimcheck-payloads","Key":"payloads/acme/` + testDigest + `","Location":"s3://claimcheck-payloads/payloads/acme/` + testDigest + `"}}`
+	if string(m.Body) != wantBody {
+		t.Fatalf("body\n got %s\nwant %s", m.Body, wantBody)
+	}
+	if m.Attributes[AttrPayloadSize] != "4707275" || m.AttributeType(AttrPayloadSize) != AttrNumber || m.Attributes[AttrSHA256] != testDigest {
+		t.Fatalf("attributes %v types %v", m.Attributes, m.Types)
+	}
+	d, err := DecodeBody(m)
+	want := Pointer{Bucket: "claimcheck-payloads", Key: tk.Key, Size: tk.Size, SHA256: tk.SHA256, Tenant: "acme", Marker: AttrPayloadSize}
+	if err != nil || d.Kind != KindPointer || *d.Pointer != want {
+		t.Fatalf("DecodeBody = %+v, %v; want %+v", d, err, want)
+	}
+	p.Marker = AttrLegacyPayloadSize
+	if _, err := p.Message(nil); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Fatalf("S3Payload with the legacy marker: %v, want ErrConfig", err)
+	}
+	p.Marker, p.Body = "", "xml"
+	if _, err := p.Message(nil); !errors.Is(err, claimcheck.ErrConfig) {
+		t.Fatalf("body xml: %v, want ErrConfig", err)
+	}
+}

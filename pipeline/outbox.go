@@ -401,7 +401,7 @@ func (w *relayWorker) pointerMessage(ctx context.Context, kind string, t *claimc
 	if err != nil {
 		return broker.Message{}, err
 	}
-	p.Marker = w.opts.Format.Marker
+	p.Marker, p.Body = w.opts.Format.Marker, w.opts.Format.Body
 	attrs[broker.AttrKind] = kind
 	return p.Message(attrs)
 }

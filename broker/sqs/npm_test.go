@@ -176,42 +176,57 @@ func TestNpmSnsSqsBigPayload(t *testing.T) {
 		})
 	}
 
-	t.Run("ClaimcheckToNpm/Compatibility", func(t *testing.T) {
-		tr := openFauxqs(t, c, 0, Options{})
-		want := map[string]int64{}
-		for _, n := range npmSizes {
-			payload := bytes.Repeat([]byte("claimcheck to npm "), n/18+1)[:n]
-			tk, err := store.CheckIn(t.Context(), "acme", bytes.NewReader(payload), nil)
-			if err != nil {
-				t.Fatal(err)
+	// claimcheck → npm: the AWS array with the legacy marker for the
+	// package's compatibility mode; its own S3Payload body (with
+	// claimcheck's current marker, which it ignores) for its default mode,
+	// and for the compatibility mode too, which reads S3Payload when no
+	// legacy marker is present.
+	for _, mode := range []struct {
+		name         string
+		compat       bool
+		marker, body string
+	}{
+		{"Compatibility", true, broker.AttrLegacyPayloadSize, broker.PointerBodyAWS},
+		{"Default", false, "", broker.PointerBodyS3Payload},
+		{"CompatibilityS3Payload", true, "", broker.PointerBodyS3Payload},
+	} {
+		t.Run("ClaimcheckToNpm/"+mode.name, func(t *testing.T) {
+			tr := openFauxqs(t, c, 0, Options{})
+			want := map[string]int64{}
+			for _, n := range npmSizes {
+				payload := bytes.Repeat([]byte("claimcheck to npm "), n/18+1)[:n]
+				tk, err := store.CheckIn(t.Context(), "acme", bytes.NewReader(payload), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := broker.NewPointer(t.Context(), store, bk.Name, tk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Marker, p.Body = mode.marker, mode.body
+				m, err := p.Message(map[string]string{broker.AttrKind: "json"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tr.Publish(t.Context(), []broker.Message{m}); err != nil {
+					t.Fatal(err)
+				}
+				want[tk.SHA256] = int64(n)
 			}
-			p, err := broker.NewPointer(t.Context(), store, bk.Name, tk)
-			if err != nil {
-				t.Fatal(err)
+			got := runNpm(t, dir, "consume", cfg(tr.QueueURL(), mode.compat, map[string]any{"count": len(want), "timeoutMs": 60000}))
+			if len(got) != len(want) {
+				t.Fatalf("the npm handler got %d payloads, want %d", len(got), len(want))
 			}
-			p.Marker = broker.AttrLegacyPayloadSize
-			m, err := p.Message(map[string]string{broker.AttrKind: "json"})
-			if err != nil {
-				t.Fatal(err)
+			for _, g := range got {
+				if g.Pointer {
+					t.Errorf("the npm handler was handed pointer JSON (%d bytes) as a payload", g.Size)
+				}
+				if n, ok := want[g.SHA256]; !ok || n != g.Size {
+					t.Errorf("the npm handler got %d bytes, sha256 %s…, not a payload claimcheck sent", g.Size, g.SHA256[:12])
+				} else {
+					t.Logf("claimcheck → npm %s: %d bytes, sha256 %s… intact", mode.name, g.Size, g.SHA256[:12])
+				}
 			}
-			if err := tr.Publish(t.Context(), []broker.Message{m}); err != nil {
-				t.Fatal(err)
-			}
-			want[tk.SHA256] = int64(n)
-		}
-		got := runNpm(t, dir, "consume", cfg(tr.QueueURL(), true, map[string]any{"count": len(want), "timeoutMs": 60000}))
-		if len(got) != len(want) {
-			t.Fatalf("the npm handler got %d payloads, want %d", len(got), len(want))
-		}
-		for _, g := range got {
-			if g.Pointer {
-				t.Errorf("the npm handler was handed pointer JSON (%d bytes) as a payload", g.Size)
-			}
-			if n, ok := want[g.SHA256]; !ok || n != g.Size {
-				t.Errorf("the npm handler got %d bytes, sha256 %s…, not a payload claimcheck sent", g.Size, g.SHA256[:12])
-			} else {
-				t.Logf("claimcheck → npm compatibility mode: %d bytes, sha256 %s… intact", g.Size, g.SHA256[:12])
-			}
-		}
-	})
+		})
+	}
 }
