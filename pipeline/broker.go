@@ -35,7 +35,9 @@ type BrokerSource struct {
 	OnRelayed func(jobID int64, err error)
 	// Idle is, with WorkOptions.UntilEmpty, how long the broker must have
 	// delivered nothing (and the relayed outbox be empty) before Work
-	// returns. Default 3 s.
+	// returns, counted from the last settlement and from the time each
+	// delivery this worker retried with a delay (backoff, or a payload
+	// within the store's consistency grace) is due again. Default 3 s.
 	Idle time.Duration
 	// Until, if set, is polled every 200 ms; Work returns (after draining)
 	// once it reports true. It replaces UntilEmpty's rule. See
@@ -75,6 +77,10 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 	}
 	var last atomic.Int64 // unix nanos of the last settled delivery
 	last.Store(time.Now().UnixNano())
+	// due: unix nanos by which every delivery this worker sent back with a
+	// delay (retried with backoff, or a payload within the store's
+	// consistency grace) is due again; UntilEmpty waits for it.
+	var due atomic.Int64
 	// Handlers run on a context a stop does not cancel: the drain decides.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
@@ -110,7 +116,13 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 		co.Handlers[kind] = tracked
 	}
 	co.OnDone = func(_ *broker.Delivery, bo broker.Outcome) {
-		last.Store(time.Now().UnixNano())
+		now := time.Now()
+		last.Store(now.UnixNano())
+		if bo.Action == broker.Retried && bo.Delay > 0 {
+			at := now.Add(bo.Delay).UnixNano()
+			for old := due.Load(); at > old && !due.CompareAndSwap(old, at); old = due.Load() {
+			}
+		}
 		if src.OnSettled != nil {
 			src.OnSettled(bo)
 		}
@@ -137,7 +149,9 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 	until := src.Until
 	if until == nil && opts.UntilEmpty {
 		until = func(ctx context.Context) (bool, error) {
-			if time.Since(time.Unix(0, last.Load())) < src.Idle {
+			if time.Since(time.Unix(0, last.Load())) < src.Idle || time.Now().Before(time.Unix(0, due.Load()).Add(src.Idle)) {
+				// Within Idle of the last settlement, or of the time a
+				// delivery sent back with a delay is due again.
 				return false, nil
 			}
 			if src.Relay == "" {

@@ -137,7 +137,7 @@ delivered nothing for --idle.`,
 	c.Flags().StringVar(&o.pointerBucket, "pointer-bucket", "", "with --broker: accept AWS extended-client payload pointers naming this bucket (the store's), as jobs of --kind")
 	c.Flags().StringVar(&o.rawTenant, "raw-tenant", "", "with --broker: take a body that is no ticket, pointer or SNS envelope (an AWS-format producer's payload below its threshold) as the payload itself, for this tenant, as a job of --kind; verified by nothing but its own bytes")
 	c.Flags().StringVar(&o.adoptTenant, "adopt-tenant", "", "with --pointer-bucket: accept pointers without claimcheck's digest (Java/Python producers) for this tenant: read once, size-checked, checked in, then verified")
-	c.Flags().DurationVar(&o.idle, "idle", 3*time.Second, "with --broker --until-empty: how long the broker must deliver nothing")
+	c.Flags().DurationVar(&o.idle, "idle", 3*time.Second, "with --broker --until-empty: how long the broker must deliver nothing, counted also from when a message this worker retried with a delay is due again")
 	c.Flags().DurationVar(&o.drainTimeout, "drain-timeout", pipeline.DefaultDrainTimeout, "on SIGTERM or interrupt: how long running handlers may finish before their jobs go back to the queue (attempt not spent); a second signal stops at once")
 	c.Flags().Bool("exec", false, "run the command after -- for each job (payload on stdin, result on stdout)")
 	return c
