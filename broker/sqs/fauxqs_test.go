@@ -1,4 +1,4 @@
-package sqsq
+package sqs
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/claimcheck/claimcheck/broker"
@@ -27,9 +27,9 @@ const FauxqsEndpointEnv = "CLAIMCHECK_TEST_SQS_ENDPOINT"
 
 // fauxqsClient is a real SDK client on fauxqs (which accepts any
 // credentials).
-func fauxqsClient(t *testing.T) *sqs.Client {
+func fauxqsClient(t *testing.T) *awssqs.Client {
 	endpoint := testenv.Require(t, FauxqsEndpointEnv, `scripts/fauxqs.sh build && scripts/fauxqs.sh start && eval "$(scripts/fauxqs.sh env)"`)
-	return sqs.New(sqs.Options{
+	return awssqs.New(awssqs.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("fauxqs", "fauxqs", ""),
@@ -39,7 +39,7 @@ func fauxqsClient(t *testing.T) *sqs.Client {
 // openFauxqs creates a queue and its dead-letter queue (redrive after
 // maxReceive receives) on fauxqs, deleted when t ends, and opens a
 // transport on them.
-func openFauxqs(t *testing.T, c *sqs.Client, maxSize int64, opts Options) *Transport {
+func openFauxqs(t *testing.T, c *awssqs.Client, maxSize int64, opts Options) *Transport {
 	t.Helper()
 	ctx := t.Context()
 	name := fmt.Sprintf("claimcheck-stores-%d-%d", time.Now().UnixNano(), queueSeq.Add(1))
@@ -48,13 +48,13 @@ func openFauxqs(t *testing.T, c *sqs.Client, maxSize int64, opts Options) *Trans
 		attrs[string(types.QueueAttributeNameMaximumMessageSize)] = strconv.FormatInt(maxSize, 10)
 	}
 	create := func(name string, attrs map[string]string) (url, arn string) {
-		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		out, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 		if err != nil {
 			t.Fatalf("CreateQueue %s: %v", name, err)
 		}
 		url = aws.ToString(out.QueueUrl)
-		t.Cleanup(func() { _, _ = c.DeleteQueue(t.Context(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}) })
-		ga, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+		t.Cleanup(func() { _, _ = c.DeleteQueue(t.Context(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)}) })
+		ga, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
 		if err != nil {
 			t.Fatalf("GetQueueAttributes %s: %v", name, err)
 		}

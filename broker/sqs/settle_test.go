@@ -1,4 +1,4 @@
-package sqsq
+package sqs
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/claimcheck/claimcheck"
@@ -54,12 +54,12 @@ func TestLeaseFollowsVisibilityAgainstFauxqs(t *testing.T) {
 	c := fauxqsClient(t)
 	raw := openFauxqs(t, c, 0, Options{})
 	url := aws.String(raw.QueueURL())
-	if _, err := c.SetQueueAttributes(t.Context(), &sqs.SetQueueAttributesInput{QueueUrl: url,
+	if _, err := c.SetQueueAttributes(t.Context(), &awssqs.SetQueueAttributesInput{QueueUrl: url,
 		Attributes: map[string]string{string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(leaseVisibility / time.Second))}}); err != nil {
 		t.Fatal(err)
 	}
 	testLeaseFollowsVisibility(t, raw, func() (int, int) {
-		out, err := c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: url, AttributeNames: []types.QueueAttributeName{
+		out, err := c.GetQueueAttributes(t.Context(), &awssqs.GetQueueAttributesInput{QueueUrl: url, AttributeNames: []types.QueueAttributeName{
 			types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,5 @@
-// Package sqsq is a broker.Transport over Amazon SQS (aws-sdk-go-v2
-// service/sqs). The package is named sqsq so that it does not clash with the
-// SDK's package sqs.
+// Package sqs is a broker.Transport over Amazon SQS (aws-sdk-go-v2
+// service/sqs, imported here as awssqs).
 //
 // Layout: one SQS queue (Options.QueueURL) and its dead-letter queue
 // (Options.DeadLetterQueueURL), both standard or both FIFO (see "FIFO
@@ -84,7 +83,7 @@
 //
 // OpenURL and broker.Open("sqs://...") build the client from the standard
 // AWS configuration chain; see OpenURL for the URL form.
-package sqsq
+package sqs
 
 import (
 	"context"
@@ -98,7 +97,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/claimcheck/claimcheck"
@@ -128,7 +127,7 @@ const (
 // Options configure Open.
 type Options struct {
 	// Client is the SQS client. Required.
-	Client *sqs.Client
+	Client *awssqs.Client
 	// QueueURL is the main queue. Required.
 	QueueURL string
 	// DeadLetterQueueURL is the dead-letter queue (the target of the main
@@ -148,7 +147,7 @@ type Options struct {
 // Transport is a broker.Transport over one SQS queue.
 type Transport struct {
 	opts      Options
-	c         *sqs.Client
+	c         *awssqs.Client
 	fifo      bool           // both queues are FIFO queues
 	releasing sync.WaitGroup // abandoned polls giving back what they took (poll)
 }
@@ -230,7 +229,7 @@ func (t *Transport) Lease(ctx context.Context) (time.Duration, error) {
 		return time.Duration(seconds(t.opts.VisibilityTimeout)) * time.Second, nil
 	}
 	name := types.QueueAttributeNameVisibilityTimeout
-	out, err := t.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(t.opts.QueueURL), AttributeNames: []types.QueueAttributeName{name}})
+	out, err := t.c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(t.opts.QueueURL), AttributeNames: []types.QueueAttributeName{name}})
 	if err != nil {
 		return 0, fmt.Errorf("sqs: read the visibility timeout of %s: %w", t.opts.QueueURL, err)
 	}
@@ -362,7 +361,7 @@ func (t *Transport) Publish(ctx context.Context, msgs []broker.Message) error {
 			}
 			entries = append(entries, e)
 		}
-		out, err := t.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.opts.QueueURL), Entries: entries})
+		out, err := t.c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(t.opts.QueueURL), Entries: entries})
 		if err != nil {
 			for i := b[0]; i < b[1]; i++ {
 				perr.Failed[i] = fmt.Errorf("sqs: SendMessageBatch: %w", err)
@@ -422,7 +421,7 @@ func (t *Transport) ReceiveDead(ctx context.Context, max int) ([]*broker.Deliver
 
 func (t *Transport) receive(ctx context.Context, queue string, n int) ([]*broker.Delivery, error) {
 	n = min(max(n, 1), maxReceive)
-	in := &sqs.ReceiveMessageInput{
+	in := &awssqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(queue),
 		MaxNumberOfMessages:         int32(n),
 		WaitTimeSeconds:             int32(seconds(t.opts.WaitTime)), // ≥ 1: never a busy loop
@@ -473,7 +472,7 @@ func (t *Transport) receive(ctx context.Context, queue string, n int) ([]*broker
 const receiveGrace = 15 * time.Second
 
 type pollResult struct {
-	out *sqs.ReceiveMessageOutput
+	out *awssqs.ReceiveMessageOutput
 	err error
 }
 
@@ -488,7 +487,7 @@ type pollResult struct {
 // it still brings are made visible again at once (ChangeMessageVisibility
 // 0) in the background; Close waits for that. Their ApproximateReceiveCount,
 // and so their next Attempt, has gone up by one all the same.
-func (t *Transport) poll(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+func (t *Transport) poll(ctx context.Context, in *awssqs.ReceiveMessageInput) (*awssqs.ReceiveMessageOutput, error) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(in.WaitTimeSeconds)*time.Second+receiveGrace)
 	done := make(chan pollResult, 1)
 	go func() {
@@ -511,7 +510,7 @@ func (t *Transport) poll(ctx context.Context, in *sqs.ReceiveMessageInput) (*sqs
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), receiveGrace)
 		defer rcancel()
 		for _, m := range r.out.Messages {
-			_, _ = t.c.ChangeMessageVisibility(rctx, &sqs.ChangeMessageVisibilityInput{
+			_, _ = t.c.ChangeMessageVisibility(rctx, &awssqs.ChangeMessageVisibilityInput{
 				QueueUrl: in.QueueUrl, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
 			})
 		}
@@ -557,7 +556,7 @@ func (t *Transport) Ack(ctx context.Context, d *broker.Delivery) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(h.QueueURL), ReceiptHandle: aws.String(h.ReceiptHandle)}); err != nil {
+	if _, err := t.c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(h.QueueURL), ReceiptHandle: aws.String(h.ReceiptHandle)}); err != nil {
 		return fmt.Errorf("sqs: ack %s: %w", d.ID, err)
 	}
 	return nil
@@ -568,7 +567,7 @@ func (t *Transport) changeVisibility(ctx context.Context, d *broker.Delivery, by
 	if err != nil {
 		return err
 	}
-	_, err = t.c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+	_, err = t.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
 		QueueUrl: aws.String(h.QueueURL), ReceiptHandle: aws.String(h.ReceiptHandle), VisibilityTimeout: int32(seconds(by)),
 	})
 	return err
@@ -623,7 +622,7 @@ func (t *Transport) DeadLetter(ctx context.Context, d *broker.Delivery, reason s
 	if err := checkAttributes([]broker.Message{m}); err != nil {
 		return fmt.Errorf("sqs: dead-letter %s: %w", d.ID, err)
 	}
-	in := &sqs.SendMessageInput{
+	in := &awssqs.SendMessageInput{
 		QueueUrl: aws.String(t.opts.DeadLetterQueueURL), MessageBody: aws.String(string(m.Body)), MessageAttributes: attributes(m),
 	}
 	if t.fifo {
@@ -667,7 +666,7 @@ func (t *Transport) Verify(ctx context.Context) error {
 	names := []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize, types.QueueAttributeNameQueueArn, types.QueueAttributeNameRedrivePolicy}
 	attrs := map[string]map[string]string{}
 	for _, u := range []string{t.opts.QueueURL, t.opts.DeadLetterQueueURL} {
-		out, err := t.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(u), AttributeNames: names})
+		out, err := t.c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(u), AttributeNames: names})
 		if err != nil {
 			return fmt.Errorf("sqs: verify %s: %w", u, err)
 		}

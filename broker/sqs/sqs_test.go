@@ -1,4 +1,4 @@
-package sqsq
+package sqs
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -22,8 +22,8 @@ import (
 var queueSeq atomic.Int64
 
 // standInClient is a real SDK client pointed at the stand-in server.
-func standInClient(s *standInSQS) *sqs.Client {
-	return sqs.New(sqs.Options{
+func standInClient(s *standInSQS) *awssqs.Client {
+	return awssqs.New(awssqs.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(s.srv.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSTANDIN", "standin-secret", ""),
@@ -66,7 +66,7 @@ func TestConformanceAgainstStandIn1MiB(t *testing.T) {
 }
 
 func TestOpenOptions(t *testing.T) {
-	c := sqs.New(sqs.Options{Region: "us-east-1"})
+	c := awssqs.New(awssqs.Options{Region: "us-east-1"})
 	for _, o := range []Options{
 		{},
 		{Client: c, QueueURL: "q"},

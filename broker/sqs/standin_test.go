@@ -1,4 +1,4 @@
-package sqsq
+package sqs
 
 // This file is a STAND-IN for Amazon SQS, not SQS: no local server here
 // speaks the current SQS JSON protocol, so the tests run the real SDK client

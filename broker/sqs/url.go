@@ -1,4 +1,4 @@
-package sqsq
+package sqs
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -100,7 +100,7 @@ func OpenURL(ctx context.Context, u *url.URL) (*Transport, error) {
 			endpoint = q.Scheme + "://" + q.Host
 		}
 	}
-	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+	client := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}

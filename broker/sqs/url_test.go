@@ -1,4 +1,4 @@
-package sqsq
+package sqs
 
 import (
 	"context"
