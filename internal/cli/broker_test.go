@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -299,11 +301,10 @@ func TestBrokerBadInput(t *testing.T) {
 			t.Errorf("submit --broker %q: exit %d, want 2 without the password\nstderr: %s", bad, r.code, r.stderr)
 		}
 	}
-	if objs := b.objects(); len(objs) != 0 {
-		t.Fatalf("a refused submit stored %v", objs)
-	}
-	if jobs := b.jobs(); len(jobs) != 0 {
-		t.Fatalf("a refused submit enqueued %v", jobs)
+	// A refusal creates nothing: no data directory, so no job database,
+	// no key and no stored object.
+	if _, err := os.Stat(b.data); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused submit left the data directory %s (stat: %v), objects %v", b.data, err, b.objects())
 	}
 	// The broker is down (its proxy cut): the job waits in the outbox,
 	// bound to that broker, and goes out once it is back.
