@@ -82,6 +82,10 @@ type Outcome struct {
 	// Deleted is true when DeleteOnAck deleted the payload's object before
 	// this acknowledgement (the last reference to it).
 	Deleted bool
+	// FromOutcome is true when the delivery was settled from an outcome
+	// kept by an earlier delivery (OutcomeKeeper), without running the
+	// handler again.
+	FromOutcome bool
 	// Adopted is the key (within the store's namespace) of the foreign
 	// object an AWS payload pointer named, when the payload was adopted
 	// (ConsumeOptions.AdoptTenant); "" otherwise. With DeleteOnAck the
@@ -126,6 +130,27 @@ type ResultCheckIn interface {
 	// CheckInResult checks r in for tenant with opts (Result set), as
 	// claimcheck.Store.CheckIn does, with its errors.
 	CheckInResult(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error)
+}
+
+// OutcomeKeeper is implemented by an Inbox that can keep a processed
+// message's outcome outside its database (pipeline: an outcome record in
+// the store, docs/invariants.md, invariant 12), so that a handler that
+// finished while the database was down never runs again: when recording
+// an acked outcome fails on its first try, Consume keeps it first; a
+// redelivery (Delivery.Attempt above 1) that the Inbox has not seen
+// processed is settled from a kept outcome, recorded and acked, without
+// running the handler.
+type OutcomeKeeper interface {
+	// KeepOutcome keeps o (its Result ticket, never payload bytes), keyed
+	// by o.Queue and o.ID.
+	KeepOutcome(ctx context.Context, o Outcome) error
+	// KeptOutcome returns the outcome kept for o.Queue and o.ID: found
+	// false when there is none; result nil for a handler that returned
+	// none.
+	KeptOutcome(ctx context.Context, o Outcome) (result *claimcheck.Ticket, found bool, err error)
+	// ForgetOutcome drops the kept outcome once the Inbox recorded it;
+	// best effort (a sweep removes what is left).
+	ForgetOutcome(ctx context.Context, o Outcome)
 }
 
 // Seen is what an Inbox holds for one message and consuming queue.
@@ -503,7 +528,7 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 	o := outcomeOf(queue, opts, d)
 	done := false
 	if opts.Inbox != nil && o.ID != "" {
-		seen, err := opts.Inbox.Seen(ctx, o.Queue, o.ID, o.Delivery)
+		seen, err := seenHeld(ctx, opts, o, report)
 		switch {
 		case err != nil:
 			o = opts.fail(o, fmt.Errorf("broker: inbox: %w", err), false)
@@ -519,6 +544,26 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 			done = true
 		default:
 			o.Attempt = max(d.Attempt-seen.Released, 1)
+			if keeper, ok := opts.Inbox.(OutcomeKeeper); ok && d.Attempt > 1 {
+				// A redelivery: an earlier delivery's handler may have
+				// finished while the Inbox could not record it.
+				switch res, found, err := keeper.KeptOutcome(ctx, o); {
+				case err != nil:
+					o = opts.fail(o, fmt.Errorf("broker: read the kept outcome of %s: %w", o.ID, err), false)
+					done = true
+				case found:
+					o.Action, o.Result, o.FromOutcome = Acked, res, true
+					if dec, err := DecodeBody(d.Message); err == nil && dec.Ticket != nil {
+						o.Ticket, o.Tenant = dec.Ticket, dec.Ticket.Tenant
+					}
+					if err := recordHeld(ctx, opts, o, report); err != nil {
+						o = opts.fail(o, fmt.Errorf("broker: inbox: record %s from its kept outcome: %w", o.ID, err), false)
+					} else {
+						keeper.ForgetOutcome(sctx, o)
+					}
+					done = true
+				}
+			}
 		}
 	}
 	if !done && !servesTenant(store, d) {
@@ -707,6 +752,36 @@ func workHeld(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions,
 	}
 }
 
+// seenHeld looks o up in the inbox, and while the lookup fails on
+// unavailable infrastructure (the job database down) looks again in place
+// after the policy's delay, holding the delivery (its lease extended), as
+// workHeld does: an outage spends no attempt, and a message is not
+// dead-lettered because its inbox could not be read. It gives up when ctx
+// is done or past the policy's Window.
+func seenHeld(ctx context.Context, opts ConsumeOptions, o Outcome, report func(error)) (Seen, error) {
+	var since time.Time
+	for {
+		seen, err := opts.Inbox.Seen(ctx, o.Queue, o.ID, o.Delivery)
+		if err == nil || ctx.Err() != nil {
+			return seen, err
+		}
+		now := time.Now()
+		dec := opts.Policy.Decide(err, o.Attempt, o.MaxAttempts, since, now)
+		if dec.Failure != claimcheck.FailureUnavailable || dec.Dead {
+			return seen, err
+		}
+		if since.IsZero() {
+			since = now
+		}
+		report(fmt.Errorf("broker: consume: %s held, its inbox unavailable for %s, looking again in %s: %w", o.ID, now.Sub(since).Round(time.Second), dec.Delay.Round(time.Millisecond), err))
+		select {
+		case <-ctx.Done():
+			return seen, err
+		case <-time.After(dec.Delay):
+		}
+	}
+}
+
 // recordHeld records o in the inbox, retrying in place with the policy's
 // backoff while it fails and ctx lasts, up to the policy's Window: a
 // handler's finished work is not run again because the database was
@@ -716,6 +791,17 @@ func recordHeld(ctx context.Context, opts ConsumeOptions, o Outcome, report func
 	start := time.Now()
 	for n := 1; ; n++ {
 		err := opts.Inbox.Record(sctx, o)
+		if err != nil && n == 1 && o.Action == Acked && !o.FromOutcome {
+			// The handler finished: keep its outcome where a redelivery
+			// finds it before the Inbox can record it (OutcomeKeeper).
+			if keeper, ok := opts.Inbox.(OutcomeKeeper); ok {
+				if kerr := keeper.KeepOutcome(sctx, o); kerr != nil {
+					report(fmt.Errorf("broker: consume: keep the outcome of %s (its handler would run again if it is redelivered before the inbox records it): %w", o.ID, kerr))
+				} else {
+					report(fmt.Errorf("broker: consume: %s: its handler's outcome is kept in the store (%w): no redelivery runs the handler again", o.ID, err))
+				}
+			}
+		}
 		if err == nil || o.Action != Acked || ctx.Err() != nil || time.Since(start) >= opts.Policy.Window {
 			return err
 		}

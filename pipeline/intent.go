@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 
@@ -48,7 +47,7 @@ func (p *Pipeline) CheckInTo(ctx context.Context, store, tenant string, r io.Rea
 }
 
 func (p *Pipeline) checkInTo(ctx context.Context, st *claimcheck.Store, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
-	return p.checkInWith(ctx, opts, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	return p.checkInWith(ctx, opts, false, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
 		return st.CheckIn(ctx, tenant, r, o)
 	})
 }
@@ -64,14 +63,17 @@ func (p *Pipeline) CheckInManifest(ctx context.Context, tenant string, m *claimc
 }
 
 func (p *Pipeline) checkInManifestTo(ctx context.Context, st *claimcheck.Store, tenant string, m *claimcheck.Manifest) (*claimcheck.Ticket, error) {
-	return p.checkInWith(ctx, nil, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	return p.checkInWith(ctx, nil, false, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
 		return st.CheckInManifest(ctx, tenant, m, o)
 	})
 }
 
 // checkInWith runs checkIn (a store check-in) with opts and a BeforeStore
-// hook that commits the check-in intent first.
-func (p *Pipeline) checkInWith(ctx context.Context, opts *claimcheck.CheckInOptions, checkIn func(*claimcheck.CheckInOptions) (*claimcheck.Ticket, error)) (*claimcheck.Ticket, error) {
+// hook that commits the check-in intent first. withoutIntent: an intent
+// the database cannot record is logged and the check-in goes on without
+// it (a handler's result, see inbox.CheckInResult); otherwise it fails the
+// check-in with claimcheck.ErrUnavailable.
+func (p *Pipeline) checkInWith(ctx context.Context, opts *claimcheck.CheckInOptions, withoutIntent bool, checkIn func(*claimcheck.CheckInOptions) (*claimcheck.Ticket, error)) (*claimcheck.Ticket, error) {
 	var o claimcheck.CheckInOptions
 	if opts != nil {
 		o = *opts
@@ -85,6 +87,10 @@ func (p *Pipeline) checkInWith(ctx context.Context, opts *claimcheck.CheckInOpti
 			}
 		}
 		if err := registry.RecordIntent(ctx, p.db, p.dialect, t.Key, t.Tenant, t.Created.UnixNano()); err != nil {
+			if withoutIntent {
+				p.logger.WarnContext(ctx, "pipeline: a result checked in without its check-in intent (the job database is unavailable): its outcome record keeps it", "tenant", t.Tenant, "error", err.Error())
+				return nil
+			}
 			return fmt.Errorf("pipeline: %w: %w", err, claimcheck.ErrUnavailable)
 		}
 		recorded = true
@@ -193,8 +199,17 @@ func (p *Pipeline) deleteUnheld(ctx context.Context, t *claimcheck.Ticket, relea
 		deleted = true
 		return nil
 	})
-	if err != nil && !errors.Is(err, claimcheck.ErrUnavailable) {
-		err = fmt.Errorf("%w: %w", err, claimcheck.ErrUnavailable)
+	return deleted, asUnavailable(err)
+}
+
+// asUnavailable marks err, a failure of the job database, as
+// claimcheck.ErrUnavailable unless it is classified already (a permanent
+// failure, such as a payload found missing, stays permanent): retry
+// policies then wait for the database without spending attempts. nil
+// stays nil.
+func asUnavailable(err error) error {
+	if err == nil || claimcheck.Classify(err) != claimcheck.FailureTransient {
+		return err
 	}
-	return deleted, err
+	return fmt.Errorf("%w: %w", err, claimcheck.ErrUnavailable)
 }

@@ -617,7 +617,7 @@ func (in inbox) Seen(ctx context.Context, queue, id, delivery string) (broker.Se
 	err := in.p.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM claimcheck_consumed WHERE message_id = $1 AND queue = $2 AND action = $3`,
 		id, queue, string(broker.Acked)).Scan(&n)
 	if err != nil {
-		return seen, fmt.Errorf("pipeline: inbox lookup: %w", err)
+		return seen, asUnavailable(fmt.Errorf("pipeline: inbox lookup: %w", err))
 	}
 	seen.Processed = n > 0
 	if seen.Processed {
@@ -626,16 +626,23 @@ func (in inbox) Seen(ctx context.Context, queue, id, delivery string) (broker.Se
 	err = in.p.db.QueryRowContext(ctx, `SELECT released FROM claimcheck_released WHERE message_id = $1 AND queue = $2 AND delivery_id = $3`,
 		id, queue, delivery).Scan(&seen.Released)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return seen, fmt.Errorf("pipeline: inbox lookup: %w", err)
+		return seen, asUnavailable(fmt.Errorf("pipeline: inbox lookup: %w", err))
 	}
 	return seen, nil
 }
 
 // CheckInResult implements broker.ResultCheckIn with CheckIn: the result's
 // check-in intent is committed before its object is written, and Record
-// anchors it.
+// anchors it. Should the job database be unavailable, the result is
+// checked in without its intent rather than the handler's work lost: the
+// sweeper's grace period (at least an hour) keeps the object, Consume
+// keeps the outcome naming it in the store (KeepOutcome) when Record
+// fails too, and Record, once the database is back, finds the object
+// (anchor) and registers it (docs/invariants.md, invariant 12).
 func (in inbox) CheckInResult(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
-	return in.p.CheckIn(ctx, tenant, r, opts)
+	return in.p.checkInWith(ctx, opts, true, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+		return in.p.store.CheckIn(ctx, tenant, r, o)
+	})
 }
 
 // Record implements broker.Inbox: it upserts the outcome (never replacing
@@ -655,7 +662,7 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 	if o.Err != nil {
 		errText = o.Err.Error()
 	}
-	return in.p.inTx(ctx, func(tx *sql.Tx) error {
+	return asUnavailable(in.p.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO claimcheck_consumed (message_id, queue, job_id, kind, tenant, action, attempt, reason, error, result, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (message_id, queue) DO UPDATE SET job_id = excluded.job_id, kind = excluded.kind, tenant = excluded.tenant,
@@ -687,7 +694,7 @@ func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
 			return register(ctx, tx, o.Job, roleResult, o.Result)
 		}
 		return nil
-	})
+	}))
 }
 
 // PruneInbox deletes the inbox's records (claimcheck_consumed) of

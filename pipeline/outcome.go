@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/broker"
 )
 
 // Outcome records (docs/invariants.md, invariant 12). Once a handler has
@@ -97,4 +100,53 @@ func (p *Pipeline) deleteOutcome(ctx context.Context, st *claimcheck.Store, key,
 	if err := st.Bucket().Delete(context.WithoutCancel(ctx), key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		p.logger.WarnContext(ctx, "pipeline: delete a settled job's outcome record (a sweep removes it)", "job", job, "error", err.Error())
 	}
+}
+
+// brokerOutcomeKey is the key, inside the store's namespace, of the
+// outcome record of the message with idempotency key id consumed from
+// queue: outcomes/broker-<the first 32 hex digits of SHA-256(queue, NUL,
+// id)>.json. Hashed, so that neither name (chosen by producers) reaches a
+// key; a sweep removes a record left behind by its age, as it does a
+// job's.
+func brokerOutcomeKey(queue, id string) string {
+	sum := sha256.Sum256([]byte(queue + "\x00" + id))
+	return claimcheck.PrefixOutcomes + "broker-" + hex.EncodeToString(sum[:16]) + ".json"
+}
+
+// KeepOutcome implements broker.OutcomeKeeper: it writes o's outcome
+// record (its result ticket, no payload bytes) to the pipeline's store.
+// Errors: the store's, classified.
+func (in inbox) KeepOutcome(ctx context.Context, o broker.Outcome) error {
+	rec := &outcomeRecord{Job: o.ID, Kind: o.Kind, Attempt: o.Attempt}
+	if o.Result != nil {
+		enc, err := o.Result.Marshal()
+		if err != nil {
+			return err
+		}
+		rec.Result = enc
+	}
+	return writeOutcome(ctx, in.p.store, brokerOutcomeKey(o.Queue, o.ID), rec)
+}
+
+// KeptOutcome implements broker.OutcomeKeeper. Errors: the store's,
+// classified; claimcheck.ErrPayloadCorrupt for a record or result ticket
+// that does not parse.
+func (in inbox) KeptOutcome(ctx context.Context, o broker.Outcome) (*claimcheck.Ticket, bool, error) {
+	rec, err := readOutcome(ctx, in.p.store, brokerOutcomeKey(o.Queue, o.ID), o.ID)
+	if err != nil || rec == nil {
+		return nil, false, err
+	}
+	if len(rec.Result) == 0 {
+		return nil, true, nil
+	}
+	rt, err := claimcheck.ParseTicket(rec.Result)
+	if err != nil {
+		return nil, false, fmt.Errorf("pipeline: the result ticket of message %s's outcome record: %v: %w", o.ID, err, claimcheck.ErrPayloadCorrupt)
+	}
+	return rt, true, nil
+}
+
+// ForgetOutcome implements broker.OutcomeKeeper.
+func (in inbox) ForgetOutcome(ctx context.Context, o broker.Outcome) {
+	in.p.deleteOutcome(ctx, in.p.store, brokerOutcomeKey(o.Queue, o.ID), o.ID)
 }
