@@ -660,7 +660,7 @@ func (nopWriteCloser) Close() error { return nil }
 // sealInline sets an inline ticket's bytes: the plaintext, or, when the
 // store encrypts, its ciphertext under a fresh one-shot data key
 // (AES256-GCM, newInlineKey) wrapped into t.DEK (the broker never carries
-// plaintext).
+// plaintext), and the id of the key that wrapped it in t.KID.
 func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 	if s.seal == nil {
 		if len(plain) > 0 {
@@ -678,5 +678,8 @@ func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 		return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 	}
 	t.Inline, t.DEK = ct, dek
+	if len(s.seal.keyID) <= MaxKeyIDLen {
+		t.KID = s.seal.keyID
+	}
 	return nil
 }

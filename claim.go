@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/claimcheck/claimcheck/internal/ctxio"
@@ -216,15 +217,22 @@ func (p *Payload) inlineBytes(ctx context.Context) ([]byte, error) {
 		if p.store.seal == nil {
 			return nil, fmt.Errorf("claimcheck: claim %s: the payload is encrypted and this store has no keeper: %w", t, ErrConfig)
 		}
+		if have := p.store.seal.keyID; t.KID != have && strings.HasPrefix(t.KID, "local-") && strings.HasPrefix(have, "local-") {
+			// The ticket names its key, and another local key cannot
+			// unwrap it. (A KMS key may be named two ways, an alias and
+			// its ARN: it is tried, and a failure names both ids.)
+			return nil, fmt.Errorf("claimcheck: claim %s: sealed inline under key id %s, this worker's keeper has key id %s: give the worker the key the producer sealed with: %w",
+				t, t.KID, have, ErrKeeper)
+		}
 		var err error
 		b, err = p.store.seal.openInline(ctx, t.DEK, associatedData(t.Tenant, ""), t.Inline, t.Size)
 		switch {
 		case errors.Is(err, errInlineCiphertext):
 			return nil, fmt.Errorf("claimcheck: claim %s: inline ciphertext does not decrypt: %w", t, ErrPayloadCorrupt)
 		case err != nil:
-			// An inline ticket does not record its key id (no field for it
-			// in the ticket format): name this worker's.
-			return nil, fmt.Errorf("claimcheck: claim %s: sealed inline, this worker's keeper has key id %s: %w", t, KeyIDText(p.store.seal.keyID), err)
+			// A ticket sealed before "kid" was written does not name its
+			// key: name this worker's.
+			return nil, fmt.Errorf("claimcheck: claim %s: sealed inline under key id %s, this worker's keeper has key id %s: %w", t, KeyIDText(t.KID), KeyIDText(p.store.seal.keyID), err)
 		}
 	}
 	if err := verifyInline(t, b); err != nil {

@@ -25,6 +25,13 @@ const TicketVersion = 1
 // fits; a test builds the worst case.
 const MaxTicketBytes = 512
 
+// MaxKeyIDLen is the longest key id, in bytes, an inline sealed ticket
+// carries in its "kid" field; a longer one (a KMS key named at length) is
+// left out of the ticket. It fits in what MaxTicketBytes allows for an
+// offloaded ticket's store and key, which an inline ticket has not, so
+// InlineTicketSize bounds an inline ticket with a key id too.
+const MaxKeyIDLen = 128
+
 // MaxEncodedTicketBytes bounds what ParseTicket reads: the inline ticket of
 // a 4 MiB threshold, far above any sensible configuration.
 const MaxEncodedTicketBytes = 6 << 20
@@ -63,6 +70,14 @@ type Ticket struct {
 	// DEK is the wrapped data key of an encrypted inline payload (base64).
 	// An offloaded payload's wrapped key is in its object's metadata.
 	DEK string `json:"dek,omitempty"`
+	// KID is the id of the key-encryption key that wrapped DEK
+	// (KeeperID, KeyIDText's form; at most MaxKeyIDLen bytes), so that a
+	// worker holding another key says which one the ticket needs instead
+	// of failing to unwrap. Set only beside DEK, and optional there:
+	// tickets sealed before it was written, or under a keeper given no id
+	// or one longer than MaxKeyIDLen, have none. An offloaded payload's key
+	// id is in its object's metadata (docs/ticket.md says why not here).
+	KID string `json:"kid,omitempty"`
 	// Manifest marks a ticket whose object is a manifest (manifest.go):
 	// Key, SHA256 and Size are the manifest object's, and the job's
 	// documents are the ones it lists. Never inline; Size at most
@@ -204,9 +219,15 @@ func (t *Ticket) validate() error {
 		if t.DEK != "" && int64(len(t.Inline)) <= t.Size {
 			return invalid("encrypted inline payload is shorter than its plaintext")
 		}
+		if t.KID != "" && t.DEK == "" {
+			return invalid("key id without a wrapped data key")
+		}
+		if len(t.KID) > MaxKeyIDLen {
+			return invalid("key id of %d bytes, more than %d", len(t.KID), MaxKeyIDLen)
+		}
 		return nil
 	}
-	if len(t.Inline) != 0 || t.DEK != "" {
+	if len(t.Inline) != 0 || t.DEK != "" || t.KID != "" {
 		return invalid("ticket has both a key and inline bytes")
 	}
 	if t.Manifest && t.Size > MaxManifestBytes {

@@ -79,7 +79,8 @@ func realTickets(t *testing.T) map[string][]byte {
 	}
 	add("manifest", manifest)
 
-	sealed := setup(t, &claimcheck.Options{Keeper: newKeeper(t)})
+	kek, kid := newKeeperWithID(t)
+	sealed := setup(t, &claimcheck.Options{Keeper: kek, KeeperID: kid})
 	add("inline-encrypted", sealed.checkIn(t, "acme", pixel, pdf))
 	add("offloaded-encrypted", sealed.checkIn(t, "acme", bash, pdf))
 	add("inline-empty-encrypted", sealed.checkIn(t, "acme", nil, nil))

@@ -467,6 +467,26 @@ func TestInlineTicketSizeBound(t *testing.T) {
 			t.Errorf("inline ticket for %d bytes is %d bytes, InlineTicketSize says at most %d", threshold, len(b), bound)
 		}
 	}
+	// Sealed: the ciphertext's overhead, a wrapped data key filling its
+	// allowance, the longest key id and a signature still fit.
+	for _, threshold := range []int64{1, 1000, claimcheck.DefaultInlineThreshold} {
+		tk := inlineTicket(nil)
+		tk.Tenant = tenant
+		tk.ContentType = ct
+		tk.Size = threshold
+		tk.SHA256 = strings.Repeat("f", 64)
+		tk.Inline = make([]byte, threshold+256)
+		tk.DEK = strings.Repeat("D", 1024-len(`,"dek":""`))
+		tk.KID = strings.Repeat("k", claimcheck.MaxKeyIDLen)
+		tk.Sig = strings.Repeat("S", 43)
+		tk.Created = time.Date(9999, 12, 31, 23, 59, 59, 123456789, time.FixedZone("", -3600))
+		b := mustMarshal(t, tk)
+		if bound := claimcheck.InlineTicketSize(threshold); int64(len(b)) > bound {
+			t.Errorf("sealed inline ticket for %d bytes with a %d-byte key id is %d bytes, InlineTicketSize says at most %d", threshold, claimcheck.MaxKeyIDLen, len(b), bound)
+		} else {
+			t.Logf("sealed inline ticket for %d bytes, longest key id: %d of %d bytes", threshold, len(b), bound)
+		}
+	}
 	if got := claimcheck.InlineTicketSize(-1); got != claimcheck.MaxTicketBytes {
 		t.Errorf("InlineTicketSize(-1) = %d, want %d", got, claimcheck.MaxTicketBytes)
 	}

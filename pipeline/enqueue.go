@@ -405,6 +405,11 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 			return nil, err
 		}
 	}
+	// A ticket sealed outside this pipeline's check-ins records its key
+	// with the job (docs/invariants.md, keys).
+	if err := p.recordTicketKey(ctx, tx, st, t); err != nil {
+		return nil, err
+	}
 	if len(opts.Destinations) == 0 {
 		return p.insert(ctx, tx, kind, queue, t, m, enc, opts, "")
 	}

@@ -47,6 +47,9 @@ func (p *Pipeline) CheckInTo(ctx context.Context, store, tenant string, r io.Rea
 }
 
 func (p *Pipeline) checkInTo(ctx context.Context, st *claimcheck.Store, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	if err := p.recordStoreKey(ctx, st); err != nil {
+		return nil, err
+	}
 	return p.checkInWith(ctx, opts, false, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
 		return st.CheckIn(ctx, tenant, r, o)
 	})
@@ -63,6 +66,9 @@ func (p *Pipeline) CheckInManifest(ctx context.Context, tenant string, m *claimc
 }
 
 func (p *Pipeline) checkInManifestTo(ctx context.Context, st *claimcheck.Store, tenant string, m *claimcheck.Manifest) (*claimcheck.Ticket, error) {
+	if err := p.recordStoreKey(ctx, st); err != nil {
+		return nil, err
+	}
 	return p.checkInWith(ctx, nil, false, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
 		return st.CheckInManifest(ctx, tenant, m, o)
 	})

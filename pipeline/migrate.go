@@ -62,8 +62,11 @@ type registryStep struct {
 	index  string // …or this index
 	sqlite string
 	pg     string
-	// then, if set, runs after the object is created (portable DML).
-	then string
+	// then, if set, runs after the object is created (portable DML);
+	// thenSQLite and thenPG, if set, after it, in their dialect alone.
+	then       string
+	thenSQLite string
+	thenPG     string
 }
 
 // registrySchema is the claims registry: one row per object a job refers
@@ -256,6 +259,22 @@ var registrySchema = []registryStep{
 		revoked_ms   BIGINT
 	)`,
 	},
+	{
+		// The key-encryption keys that sealed a payload or result (keys.go):
+		// their ids, never the keys, recorded before anything is sealed
+		// under them, so that a deployment whose key file is lost is
+		// refused a new one (docs/invariants.md). A database that already
+		// holds jobs with sealed inline payloads or results, from before
+		// keys were recorded, gets the id "(unrecorded)".
+		name:   "create table claimcheck_key",
+		table:  "claimcheck_key",
+		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_key (key_id TEXT NOT NULL PRIMARY KEY, first_sealed TIMESTAMP NOT NULL)`,
+		pg:     `CREATE TABLE IF NOT EXISTS claimcheck_key (key_id TEXT NOT NULL PRIMARY KEY, first_sealed TIMESTAMPTZ NOT NULL)`,
+		thenSQLite: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + unrecordedKeyID + `', CURRENT_TIMESTAMP
+		WHERE EXISTS (SELECT 1 FROM river_job WHERE ` + sealedJobsSQLite + `) ON CONFLICT DO NOTHING`,
+		thenPG: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + unrecordedKeyID + `', CURRENT_TIMESTAMP
+		WHERE EXISTS (SELECT 1 FROM river_job WHERE ` + sealedJobsPG + `) ON CONFLICT DO NOTHING`,
+	},
 }
 
 // jobDB is an open job database with its River driver.
@@ -430,8 +449,15 @@ func (d *jobDB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, 
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("pipeline: migrate claims registry (%s): %w", step.name, err)
 		}
-		if step.then != "" {
-			if _, err := db.ExecContext(ctx, step.then); err != nil {
+		then := step.thenSQLite
+		if d.target.Dialect == dbopen.Postgres {
+			then = step.thenPG
+		}
+		for _, stmt := range []string{step.then, then} {
+			if stmt == "" {
+				continue
+			}
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("pipeline: migrate claims registry (%s): %w", step.name, err)
 			}
 		}

@@ -640,6 +640,12 @@ func (in inbox) Seen(ctx context.Context, queue, id, delivery string) (broker.Se
 // fails too, and Record, once the database is back, finds the object
 // (anchor) and registers it (docs/invariants.md, invariant 12).
 func (in inbox) CheckInResult(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	// The store's key is recorded first (a process that has recorded it
+	// asks the database nothing): nothing is sealed under a key the job
+	// database does not know (docs/invariants.md, invariant 9).
+	if err := in.p.recordStoreKey(ctx, in.p.store); err != nil {
+		return nil, err
+	}
 	return in.p.checkInWith(ctx, opts, true, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
 		return in.p.store.CheckIn(ctx, tenant, r, o)
 	})

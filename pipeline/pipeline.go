@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -172,6 +173,7 @@ type Pipeline struct {
 	gauges     metric.Registration // the outbox gauges' (registerGauges), nil if none
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
+	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies

@@ -685,7 +685,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 				copts := &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true}
 				var err error
 				rt, err = w.p.checkInTo(ctx, st, job.Args.Tenant, body, copts)
-				if err != nil && tries == 1 && !recorded && !claimcheck.IsPermanent(err) {
+				if err != nil && tries == 1 && !recorded && !claimcheck.IsPermanent(err) && w.p.storeKeyRecorded(st) {
 					// The check-in intent needs the job database. Should
 					// it be down, the result goes to the store alone (the
 					// sweeper's grace period, at least an hour, keeps it)

@@ -360,7 +360,8 @@ function verifierFor(resp, sha256 = null, size = null) {
 /**
  * A claimed job under a lease (schema Claim): lease, lease_seconds,
  * lease_expires_at, job {id, kind, tenant, attempt}, payload (its ticket
- * summary: sha256 hex, size bytes, type, inline, created).
+ * summary: sha256 hex, size bytes, type, inline, created, and kid
+ * for a payload sealed inline).
  */
 export class Claim {
   constructor(client, doc) {
@@ -377,6 +378,11 @@ export class Claim {
 
   path(op) {
     return `/v1/claims/${encodeURIComponent(this.lease)}/${op}`;
+  }
+
+  /** The id of the key that sealed the payload inline (its ticket's "kid"), null for a plain or offloaded payload. */
+  keyId() {
+    return typeof this.payload.kid === 'string' && this.payload.kid !== '' ? this.payload.kid : null;
   }
 
   /**

@@ -10,4 +10,4 @@
 
 export { APIError, Claim, Client, FINAL_STATES, PayloadCorruptError, Permanent, Verifier } from './api.js';
 export { CHUNK, contentDigest, fileSha256, parseContentDigest } from './digest.js';
-export { MAX_ENCODED_TICKET_BYTES, SchemaError, TicketError, checkTicket, loadSchema, validate } from './ticket.js';
+export { MAX_ENCODED_TICKET_BYTES, SchemaError, TicketError, checkTicket, keyId, loadSchema, validate } from './ticket.js';

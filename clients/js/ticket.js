@@ -221,6 +221,17 @@ export function checkTicket(ticket, schema) {
   return doc;
 }
 
+/**
+ * The id of the key-encryption key that sealed an inline payload (the
+ * ticket's "kid", docs/ticket.md), such as "local-3f303a29d311937f"; null
+ * for a plain or offloaded payload, or a ticket sealed before key ids were
+ * written. ticket is a checked ticket (checkTicket) or a ticket summary of
+ * the HTTP API.
+ */
+export function keyId(ticket) {
+  return typeof ticket.kid === 'string' && ticket.kid !== '' ? ticket.kid : null;
+}
+
 // The rules of docs/ticket.md that JSON Schema cannot express.
 function checkBeyondSchema(t) {
   if (has(t, 'key')) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/pipeline"
 )
 
 // keyFileName is the local key-encryption key of the embedded default,
@@ -159,13 +160,17 @@ func createKeyFile(dir, path string) ([]byte, error) {
 	return enc, f.Close()
 }
 
-// deploymentHolds says what sealed data the deployment already holds
-// (objects sealed under a key, or jobs whose inline payload or result is
-// sealed), "" when it holds none, so that a missing key file may be created.
+// deploymentHolds says what sealed data the deployment already holds, ""
+// when it holds none, so that a missing key file may be created: the key
+// ids its job database records (claimcheck_key, written before anything is
+// sealed: docs/invariants.md) and objects in the store sealed under a key.
 // Jobs of a deployment run with --keeper none, and plain objects, need no
 // key and do not count. It reads only: a SQLite file that does not exist
-// is not created, and the store is opened without a keeper. err is set,
-// classified (the store's or the database's), when this cannot be checked.
+// is not created, and the store is opened without a keeper. err is set when
+// this cannot be checked, which refuses a new key as well: the store's
+// error with its class, an unreachable database as
+// claimcheck.ErrUnavailable (exit 1), a database that answers but cannot
+// be read as claimcheck.ErrConfig (exit 2).
 func deploymentHolds(ctx context.Context, storeURL, database, spool string) (string, error) {
 	store, err := claimcheck.OpenStore(ctx, storeURL, &claimcheck.Options{SpoolDir: spool})
 	if err != nil {
@@ -177,6 +182,13 @@ func deploymentHolds(ctx context.Context, storeURL, database, spool string) (str
 		return "", err
 	}
 	var holds []string
+	ids, err := recordedKeys(ctx, database)
+	if err != nil {
+		return "", err
+	}
+	if len(ids) > 0 {
+		holds = append(holds, "the job database records payloads or results sealed under key id "+strings.Join(ids, ", "))
+	}
 	if len(found) > 0 {
 		ids := make([]string, len(found))
 		for i, o := range found {
@@ -184,42 +196,41 @@ func deploymentHolds(ctx context.Context, storeURL, database, spool string) (str
 		}
 		holds = append(holds, "the store holds payloads sealed under key id "+strings.Join(ids, ", "))
 	}
-	n, err := countSealedJobs(ctx, database)
-	if err != nil {
-		return "", fmt.Errorf("the job database cannot be read: %w", err)
-	}
-	if n > 0 {
-		holds = append(holds, fmt.Sprintf("the job database holds %d jobs with sealed inline payloads or results", n))
-	}
 	return strings.Join(holds, " and "), nil
 }
 
-// countSealedJobs counts the jobs in database whose arguments (an inline
-// ticket) or output (an inline result ticket) carry a wrapped data key
-// ("dek", docs/ticket.md); 0 for a SQLite file that does not exist or a
-// database without River's tables.
-func countSealedJobs(ctx context.Context, database string) (int64, error) {
+// recordedKeys returns the key ids the job database records
+// (pipeline.RecordedKeyIDs); none for a SQLite file that does not exist or
+// a database without claimcheck's or River's tables. Errors: an
+// unreachable database is claimcheck.ErrUnavailable; one that answers but
+// cannot be read, ErrConfig.
+func recordedKeys(ctx context.Context, database string) ([]string, error) {
 	t, err := dbopen.Parse(database)
 	if err != nil {
-		return 0, err
+		return nil, usagef("--database: %v", err)
 	}
 	if t.Dialect == dbopen.SQLite {
 		if _, err := os.Stat(t.Path); errors.Is(err, os.ErrNotExist) {
-			return 0, nil
+			return nil, nil
 		}
 	}
-	db, err := dbopen.Open(ctx, t, &dbopen.Options{MaxConns: 1})
+	db, err := dbopen.Open(ctx, t, &dbopen.Options{MaxConns: 1, MustExist: true})
 	if err != nil {
-		return 0, err
+		if !errors.Is(err, claimcheck.ErrUnavailable) && !errors.Is(err, claimcheck.ErrConfig) {
+			err = fmt.Errorf("%w: %w", err, claimcheck.ErrConfig)
+		}
+		return nil, fmt.Errorf("the job database cannot be read: %w", err)
 	}
 	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
-		return 0, err
+		return nil, fmt.Errorf("the job database cannot be read: %w", claimcheck.Unavailable("reach "+t.String(), err))
 	}
-	var n int64
-	err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM river_job WHERE CAST(args AS TEXT) LIKE '%"dek"%' OR CAST(metadata AS TEXT) LIKE '%"dek"%'`).Scan(&n)
+	ids, err := pipeline.RecordedKeyIDs(ctx, db)
 	if err != nil {
-		return 0, nil //nolint:nilerr // the database answers but has no River schema yet: no jobs
+		if !errors.Is(err, claimcheck.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", err, claimcheck.ErrConfig)
+		}
+		return nil, fmt.Errorf("the job database cannot be read: %w", err)
 	}
-	return n, nil
+	return ids, nil
 }

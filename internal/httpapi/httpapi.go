@@ -325,10 +325,13 @@ type TicketSummary struct {
 	Type    string    `json:"type,omitempty"`
 	Inline  bool      `json:"inline"`
 	Created time.Time `json:"created"`
+	// KID is the id of the key that sealed an inline payload (the
+	// ticket's "kid", docs/ticket.md); absent otherwise.
+	KID string `json:"kid,omitempty"`
 }
 
 func summary(t *claimcheck.Ticket) TicketSummary {
-	return TicketSummary{Version: t.Version, Tenant: t.Tenant, SHA256: t.SHA256, Size: t.Size, Type: t.ContentType, Inline: t.IsInline(), Created: t.Created}
+	return TicketSummary{Version: t.Version, Tenant: t.Tenant, SHA256: t.SHA256, Size: t.Size, Type: t.ContentType, Inline: t.IsInline(), Created: t.Created, KID: t.KID}
 }
 
 // Submitted answers a submit.

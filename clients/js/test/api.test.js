@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { APIError, Client, Permanent, contentDigest, parseContentDigest } from '../index.js';
+import { APIError, Client, Permanent, contentDigest, keyId, parseContentDigest } from '../index.js';
 
 const URL_ = process.env.CLAIMCHECK_API_URL;
 const TENANT = process.env.CLAIMCHECK_API_TENANT || 'acme';
@@ -79,6 +79,24 @@ test('submit, work, result', { skip }, async () => {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test('a payload sealed inline names its key', { skip }, async () => {
+  // The deployment seals with its key file: a small payload travels
+  // sealed inline, and its ticket names the key (kid).
+  const c = new Client();
+  const k = kind('kid');
+  const s = await c.submit(Buffer.from('small, sealed inline'), k, TENANT);
+  assert.equal(s.ticket.inline, true);
+  assert.match(s.ticket.kid ?? '', /^local-[0-9a-f]{16}$/);
+  assert.equal(keyId(s.ticket), s.ticket.kid);
+  let seen;
+  const [, o] = await workOne(c, k, async (claim) => {
+    seen = claim.keyId();
+    return null;
+  });
+  assert.equal(o.state, 'completed');
+  assert.equal(seen, s.ticket.kid);
 });
 
 test('submit from a stream (spooled to hash it first)', { skip }, async () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-import { checkTicket, validate, TicketError, SchemaError, MAX_ENCODED_TICKET_BYTES } from '../ticket.js';
+import { checkTicket, keyId, validate, TicketError, SchemaError, MAX_ENCODED_TICKET_BYTES } from '../ticket.js';
 
 const TICKETS = fileURLToPath(new URL('../../../testdata/tickets/', import.meta.url));
 
@@ -25,6 +25,20 @@ test('real tickets pass', () => {
     assert.equal(doc.v, 1, name);
     assert.deepEqual(validate(JSON.parse(raw)), [], name);
   }
+});
+
+test('sealed inline tickets name their key', () => {
+  // Plain, offloaded and old sealed tickets (written before "kid") have none.
+  const fixtures = new Map(validFixtures());
+  for (const name of ['inline-encrypted.json', 'inline-empty-encrypted.json']) {
+    assert.match(keyId(checkTicket(fixtures.get(name))) ?? '', /^local-[0-9a-f]{16}$/, name);
+  }
+  for (const name of ['inline-signed.json', 'offloaded-encrypted.json', 'corpus-bash.json']) {
+    assert.equal(keyId(checkTicket(fixtures.get(name))), null, name);
+  }
+  const old = checkTicket(readFileSync(new URL('../../../testdata/seal/inline-streaming.json', import.meta.url), 'utf8'));
+  assert.ok('dek' in old);
+  assert.equal(keyId(old), null);
 });
 
 test('unknown fields are accepted', () => {

@@ -695,7 +695,8 @@ class Client
 /**
  * A claimed job under a lease (schema Claim): lease, lease_seconds,
  * lease_expires_at, job {id, kind, tenant, attempt}, payload (its ticket
- * summary: sha256 hex, size bytes, type, inline, created).
+ * summary: sha256 hex, size bytes, type, inline, created, and kid
+ * for a payload sealed inline).
  */
 class Claim
 {
@@ -731,6 +732,17 @@ class Claim
     {
         $this->poll();
         return $this->leaseExpiresAt;
+    }
+
+    /**
+     * The id of the key that sealed the payload inline (its ticket's "kid",
+     * docs/ticket.md), such as "local-3f303a29d311937f"; null for a plain or
+     * offloaded payload.
+     */
+    public function keyId(): ?string
+    {
+        $kid = $this->payload['kid'] ?? null;
+        return is_string($kid) && $kid !== '' ? $kid : null;
     }
 
     /** Leases renewed so far (by extend() and by the lease keeper). */

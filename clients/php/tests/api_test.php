@@ -155,6 +155,23 @@ test('submit from a stream that cannot seek (spooled)', $SKIP, function () use (
     eq([409, 'no-result'], [$e->status, $e->reason], 'a result of a job without one');
 });
 
+test('a payload sealed inline names its key', $SKIP, function () use ($TENANT) {
+    // The deployment seals with its key file: a small payload travels
+    // sealed inline, and its ticket names the key (kid).
+    $c = new Client();
+    $k = kind('kid');
+    $s = $c->submit('small, sealed inline', $k, $TENANT);
+    eq(true, $s['ticket']['inline'], 'inline');
+    check(preg_match('/^local-[0-9a-f]{16}$/', $s['ticket']['kid'] ?? '') === 1, 'kid ' . ($s['ticket']['kid'] ?? '(none)'));
+    $seen = null;
+    [, $o] = work_one($c, $k, function (Claim $claim) use (&$seen) {
+        $seen = $claim->keyId();
+        return null;
+    });
+    eq('completed', $o['state'], 'outcome');
+    eq($s['ticket']['kid'], $seen, 'claim keyId');
+});
+
 test('idempotency key', $SKIP, function () use ($TENANT) {
     $c = new Client();
     $k = kind('idem');

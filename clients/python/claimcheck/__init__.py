@@ -11,7 +11,7 @@ a ticket against docs/ticket.schema.json and the rules of docs/ticket.md.
 
 from .api import APIError, Claim, Client, PayloadCorruptError, Permanent, Result, VerifyingReader
 from .digest import content_digest, file_sha256, parse_content_digest
-from .ticket import MAX_ENCODED_TICKET_BYTES, SchemaError, TicketError, check_ticket, load_schema, validate
+from .ticket import MAX_ENCODED_TICKET_BYTES, SchemaError, TicketError, check_ticket, key_id, load_schema, validate
 
 __all__ = [
     "APIError",
@@ -27,6 +27,7 @@ __all__ = [
     "check_ticket",
     "content_digest",
     "file_sha256",
+    "key_id",
     "load_schema",
     "parse_content_digest",
     "validate",

@@ -459,7 +459,8 @@ class Client:
 class Claim:
     """A claimed job under a lease (schema Claim): lease, lease_seconds,
     lease_expires_at, job {id, kind, tenant, attempt}, payload (its ticket
-    summary: sha256 hex, size bytes, type, inline, created)."""
+    summary: sha256 hex, size bytes, type, inline, created, and kid
+    for a payload sealed inline)."""
 
     def __init__(self, client: Client, doc: dict):
         self.client = client
@@ -471,6 +472,12 @@ class Claim:
         self.payload: dict = doc["payload"]
         self.lost: APIError | None = None  # set when an extension found the lease gone
         self.extensions = 0  # leases renewed while the handler ran
+
+    def key_id(self) -> str | None:
+        """The id of the key that sealed the payload inline (its ticket's
+        "kid"), None for a plain or offloaded payload."""
+        kid = self.payload.get("kid")
+        return kid if isinstance(kid, str) and kid else None
 
     def _path(self, op: str) -> str:
         return f"/v1/claims/{urllib.parse.quote(self.lease, safe='')}/{op}"

@@ -255,6 +255,16 @@ def check_ticket(ticket: bytes | str | dict, schema: dict | None = None) -> dict
     return doc
 
 
+def key_id(ticket: dict) -> str | None:
+    """The id of the key-encryption key that sealed an inline payload (the
+    ticket's "kid", docs/ticket.md), such as "local-3f303a29d311937f"; None
+    for a plain or offloaded payload, or a ticket sealed before key ids
+    were written. ticket is a checked ticket (check_ticket) or a ticket
+    summary of the HTTP API."""
+    kid = ticket.get("kid")
+    return kid if isinstance(kid, str) and kid else None
+
+
 def _check_beyond_schema(t: dict) -> None:
     """The rules of docs/ticket.md that JSON Schema cannot express."""
     if "key" in t:

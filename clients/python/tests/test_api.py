@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from claimcheck import APIError, Client, Permanent, Result, content_digest, parse_content_digest
+from claimcheck import APIError, Client, Permanent, Result, content_digest, key_id, parse_content_digest
 
 URL = os.environ.get("CLAIMCHECK_API_URL")
 TENANT = os.environ.get("CLAIMCHECK_API_TENANT", "acme")
@@ -95,6 +95,19 @@ class API(unittest.TestCase):
             self.assertEqual(r["sha256"], hashlib.sha256(payload[::-1]).hexdigest())
             self.assertEqual(r["size"], len(payload))
             self.assertEqual(os.listdir(d), ["result"])  # no temporary file left
+
+    def test_inline_payload_names_its_key(self):
+        # The deployment seals with its key file: a small payload travels
+        # sealed inline, and its ticket names the key (kid).
+        k = kind("kid")
+        s = self.c.submit(b"small, sealed inline", k, TENANT)
+        self.assertTrue(s["ticket"]["inline"])
+        self.assertRegex(s["ticket"].get("kid", ""), r"^local-[0-9a-f]{16}$")
+        self.assertEqual(key_id(s["ticket"]), s["ticket"]["kid"])
+        seen = []
+        claim, outcome = self.work_one(k, lambda claim, stream: seen.append(claim.key_id()))
+        self.assertEqual(outcome["state"], "completed")
+        self.assertEqual(seen, [s["ticket"]["kid"]])
 
     def test_submit_from_a_stream_that_cannot_seek(self):
         k = kind("pipe")

@@ -35,6 +35,20 @@ class ValidTickets(unittest.TestCase):
                 self.assertEqual(doc["v"], 1)
                 self.assertEqual(ticket.validate(json.loads(raw)), [])
 
+    def test_key_id(self):
+        # Sealed inline tickets name their key; plain, offloaded and old
+        # sealed tickets (written before "kid") have none.
+        fixtures = dict(valid_fixtures())
+        for name in ("inline-encrypted.json", "inline-empty-encrypted.json"):
+            kid = ticket.key_id(ticket.check_ticket(fixtures[name]))
+            self.assertRegex(kid or "", r"^local-[0-9a-f]{16}$", name)
+        for name in ("inline-signed.json", "offloaded-encrypted.json", "corpus-bash.json"):
+            self.assertIsNone(ticket.key_id(ticket.check_ticket(fixtures[name])), name)
+        with open(os.path.join(ROOT, "testdata", "seal", "inline-streaming.json"), "rb") as f:
+            old = ticket.check_ticket(f.read())
+        self.assertIn("dek", old)
+        self.assertIsNone(ticket.key_id(old))
+
     def test_unknown_fields_are_accepted(self):
         for name, raw in valid_fixtures():
             with self.subTest(name):
