@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 
 	"gocloud.dev/gcerrors"
 )
@@ -19,12 +20,24 @@ import (
 // is written and deleted (one the delete leaves is an orphan the sweeper
 // collects).
 //
+// A file:// store's root directory must still be there (OpenStore made
+// it): one removed since is ErrUnavailable, saying so.
+//
 // Errors name the store (Location) and the cause. ErrConfig, with the
 // cause for errors.Is, when the URL is wrong (ErrNoBucket,
 // ErrWrongRegion); ErrAccessDenied for refused credentials; ErrUnavailable
 // for a store that cannot be reached (its cause named: ErrConnRefused,
 // ErrDNS, ...).
 func (s *Store) CheckBucket(ctx context.Context, write bool) error {
+	if s.fileRoot != "" {
+		fi, err := os.Stat(s.fileRoot)
+		if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return fmt.Errorf("claimcheck: store %s: its root directory is gone (%v): %w", s.location, pathErrNoName(err), ErrUnavailable)
+		}
+	}
 	if bc, ok := s.hooks.(BucketChecker); ok {
 		if err := bc.CheckBucket(ctx); err != nil {
 			return startupError("claimcheck: store "+s.location, err)

@@ -99,3 +99,53 @@ func (p *Pipeline) claimNamespace(ctx context.Context, store *claimcheck.Store, 
 // because the store was unavailable; nil when every one was checked. A
 // command says so, and reads the job database all the same.
 func (p *Pipeline) NamespaceUnchecked() []string { return p.unchecked }
+
+// ErrNamespaceLost is returned (wrapped) by CheckStores for a store whose
+// namespace this job database owns but whose ownership marker
+// (claimcheck.NamespaceMarkerKey) is gone: the store's directory, bucket
+// or namespace was removed or replaced since.
+var ErrNamespaceLost = errors.New("namespace marker gone")
+
+// CheckStores checks, for a readiness probe, every store of the pipeline:
+// that it answers (claimcheck.Store.CheckBucket, reading only: a file://
+// store's root directory must be there) and, when the job database
+// records owning the store's namespace, that the namespace's ownership
+// marker is still there and names this job database. A missing marker is
+// no error at start-up, where Open writes it, but is one once the
+// namespace was claimed: the objects the claims registry refers to went
+// with it.
+//
+// Errors, one per failing store (errors.Join), each naming the store: the
+// store's (ErrUnavailable, ErrAccessDenied, ...); ErrNamespaceLost;
+// claimcheck.ErrNamespaceOwned when the marker names another job
+// database; the job database's, wrapped.
+func (p *Pipeline) CheckStores(ctx context.Context) error {
+	var errs []error
+	for _, st := range p.Stores() {
+		if err := st.CheckBucket(ctx, false); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var created string
+		err := p.db.QueryRowContext(ctx, `SELECT value FROM claimcheck_meta WHERE name = $1`, metaNamespace+st.Location()).Scan(&created)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // not claimed by this job database (a read-only open of a fresh one)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pipeline: store %s: read which namespaces the job database owns: %w", st.Location(), err))
+			continue
+		}
+		owner, err := st.NamespaceOwner(ctx)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case owner == nil:
+			errs = append(errs, fmt.Errorf("pipeline: store %s: the namespace marker %s is gone, written %s for this job database: the store's directory, bucket or namespace was removed or replaced: %w",
+				st.Location(), claimcheck.NamespaceMarkerKey, created, ErrNamespaceLost))
+		case owner.DatabaseID != p.dbID:
+			errs = append(errs, fmt.Errorf("pipeline: store %s: the namespace marker names job database %s (id %s), not this one (id %s): %w",
+				st.Location(), owner.Database, owner.DatabaseID, p.dbID, claimcheck.ErrNamespaceOwned))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -170,7 +170,8 @@ type Pipeline struct {
 	tools      *river.Client[*sql.Tx] // RiverClient's: client, or on PostgreSQL one on River's database/sql driver alone (postgresDriver.tools)
 	logger     *slog.Logger
 	tel        *instruments
-	gauges     metric.Registration // the outbox gauges' (registerGauges), nil if none
+	gauges     metric.Registration // the observable gauges' (registerGauges), nil if none
+	gaugeNow   func() time.Time    // the gauges' clock (nil: time.Now), for tests
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)

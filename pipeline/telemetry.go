@@ -7,6 +7,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"reflect"
 	"time"
@@ -53,9 +54,16 @@ func newInstruments(store *claimcheck.Store) *instruments {
 	}
 }
 
-// registerGauges registers the outbox's observable gauges (depth and
-// oldest entry's age per destination, read by OutboxStats when the
-// metrics are collected); the registration ends with Close.
+// registerGauges registers the pipeline's observable gauges, read when
+// the metrics are collected (a /metrics scrape): the outbox's depth and
+// oldest entry's age per destination (OutboxStats) and the queue's jobs
+// per kind and state, oldest job still to be worked per kind and dead
+// letters per kind and reason (QueueStats), each read at most once per
+// QueueStatsCachePeriod; the bytes and objects the claims registry holds
+// per tenant and role (StorageByTenant), at most once per
+// StorageCachePeriod. Only the first collection waits for the job
+// database; later ones are answered from the last reading while the next
+// is made in the background (cached). The registration ends with Close.
 func (p *Pipeline) registerGauges() {
 	mp, _ := p.store.Telemetry()
 	m := mp.Meter(claimcheck.InstrumentationName)
@@ -63,22 +71,69 @@ func (p *Pipeline) registerGauges() {
 		metric.WithUnit("{entry}"), metric.WithDescription("Outbox entries not yet confirmed by the broker, by destination.")))
 	age := must(m.Float64ObservableGauge("claimcheck.outbox.oldest_age",
 		metric.WithUnit("s"), metric.WithDescription("Age of the oldest outbox entry not yet confirmed, by destination (0 when none).")))
+	jobs := must(m.Int64ObservableGauge("claimcheck.queue.jobs",
+		metric.WithUnit("{job}"), metric.WithDescription("Jobs in the job database by kind and state (River's states, and waiting); outbox entries excluded. Read at most every 5 s.")))
+	oldest := must(m.Float64ObservableGauge("claimcheck.queue.oldest_age",
+		metric.WithUnit("s"), metric.WithDescription("Age of the oldest job still to be worked (available, retryable or waiting) by kind, from its enqueue (0 when none).")))
+	dead := must(m.Int64ObservableGauge("claimcheck.queue.dead_letters",
+		metric.WithUnit("{job}"), metric.WithDescription("Dead letters in the job database (cancelled and discarded jobs) by kind and reason.")))
+	heldBytes := must(m.Int64ObservableGauge("claimcheck.storage.held",
+		metric.WithUnit("By"), metric.WithDescription("Payload bytes of the objects the claims registry records, by tenant and role (payload, result). Read at most every 30 s.")))
+	heldObjects := must(m.Int64ObservableGauge("claimcheck.storage.held_objects",
+		metric.WithUnit("{object}"), metric.WithDescription("Objects the claims registry records, by tenant and role (payload, result).")))
+	now := func() time.Time {
+		if p.gaugeNow != nil {
+			return p.gaugeNow()
+		}
+		return time.Now()
+	}
+	outbox := &cached[[]OutboxStats]{period: QueueStatsCachePeriod, now: now, read: p.OutboxStats}
+	queue := &cached[[]KindQueue]{period: QueueStatsCachePeriod, now: now, read: p.QueueStats}
+	storage := &cached[[]TenantStorage]{period: StorageCachePeriod, now: now, read: p.StorageByTenant}
 	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		stats, err := p.OutboxStats(ctx)
-		if err != nil {
-			return err
-		}
-		for _, st := range stats {
-			dest := metric.WithAttributes(attribute.String("destination", st.Destination))
-			o.ObserveInt64(depth, st.Depth, dest)
-			a := 0.0
-			if !st.Oldest.IsZero() {
-				a = time.Since(st.Oldest).Seconds()
+		var errs []error
+		if stats, err := outbox.get(ctx); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, st := range stats {
+				dest := metric.WithAttributes(attribute.String("destination", st.Destination))
+				o.ObserveInt64(depth, st.Depth, dest)
+				a := 0.0
+				if !st.Oldest.IsZero() {
+					a = now().Sub(st.Oldest).Seconds()
+				}
+				o.ObserveFloat64(age, a, dest)
 			}
-			o.ObserveFloat64(age, a, dest)
 		}
-		return nil
-	}, depth, age)
+		if kinds, err := queue.get(ctx); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, k := range kinds {
+				kind := attribute.String("kind", k.Kind)
+				for state, n := range k.States {
+					o.ObserveInt64(jobs, n, metric.WithAttributes(kind, attribute.String("state", state)))
+				}
+				for reason, n := range k.Dead {
+					o.ObserveInt64(dead, n, metric.WithAttributes(kind, attribute.String("reason", reason)))
+				}
+				a := 0.0
+				if !k.Oldest.IsZero() {
+					a = max(now().Sub(k.Oldest).Seconds(), 0)
+				}
+				o.ObserveFloat64(oldest, a, metric.WithAttributes(kind))
+			}
+		}
+		if held, err := storage.get(ctx); err != nil {
+			errs = append(errs, err)
+		} else {
+			for _, h := range held {
+				attrs := metric.WithAttributes(attribute.String("tenant", h.Tenant), attribute.String("role", h.Role))
+				o.ObserveInt64(heldBytes, h.Bytes, attrs)
+				o.ObserveInt64(heldObjects, h.Objects, attrs)
+			}
+		}
+		return errors.Join(errs...)
+	}, depth, age, jobs, oldest, dead, heldBytes, heldObjects)
 	if err == nil {
 		p.gauges = reg
 	}

@@ -62,12 +62,14 @@ type readyCheck struct {
 // readyTimeout bounds each /readyz check.
 const readyTimeout = 5 * time.Second
 
-// readyChecks are /readyz's: the job database, the store and, when the
-// command consumes a broker, the broker.
+// readyChecks are /readyz's: the job database, the stores (answering,
+// and still holding the namespace marker of a namespace the job database
+// owns: pipeline.CheckStores) and, when the command consumes a broker,
+// the broker.
 func (e *env) readyChecks(ping func(context.Context) error) []readyCheck {
 	checks := []readyCheck{
 		{"database", func(ctx context.Context) error { return e.pipe.DB().PingContext(ctx) }},
-		{"store", func(ctx context.Context) error { return e.store.CheckBucket(ctx, false) }},
+		{"store", func(ctx context.Context) error { return e.pipe.CheckStores(ctx) }},
 	}
 	if ping != nil {
 		checks = append(checks, readyCheck{"broker", ping})
