@@ -305,7 +305,7 @@ func TestChaosSigtermDrain(t *testing.T) {
 
 // s3-cut and s3-blackhole: the S3 store (SeaweedFS) behind an outage
 // proxy goes away for CLAIMCHECK_TEST_CHAOS_OUTAGE (default 20 s) with 8
-// jobs in flight (--concurrency 4): cut closes every connection and
+// jobs, 6 in flight (--concurrency 6): cut closes every connection and
 // refuses new ones, blackhole lets them in and answers nothing. No job is
 // dead, and all are done within 15 s of the store's return. The lines
 // work printed during the outage are logged.
@@ -316,7 +316,7 @@ func TestChaosS3Outage(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			const jobs = 8
-			o := s3OutageTrial(t, mode, outage, jobs, 4)
+			o := s3OutageTrial(t, mode, outage, jobs, 6)
 			for _, line := range o.during {
 				t.Logf("work during the outage: %s", line)
 			}
@@ -385,9 +385,10 @@ func TestChaosIdempotency(t *testing.T) {
 
 // enospc: the store is a file store on a 2 MiB tmpfs (root only; skipped
 // otherwise, failed under CI) and each handler writes a 3 MiB result:
-// the result's check-in fails naming "no space left on device", the jobs
-// wait (none dead, none lost), and once the tmpfs is grown (remount,
-// 64 MiB) the next worker completes them all.
+// the result's check-in fails naming "no space left on device" and is
+// tried again, the handler not run again; no job is dead or lost, and once
+// the tmpfs is grown (remount, 64 MiB) the waiting check-ins succeed and
+// work --until-empty returns, every job completed.
 func TestChaosENOSPC(t *testing.T) {
 	requireChaos(t)
 	dir := t.TempDir()
@@ -410,52 +411,55 @@ func TestChaosENOSPC(t *testing.T) {
 		b.submit(append(store, "--kind", kind, "--tenant", "acme", payloadFile(t, 100<<10))...)
 	}
 	runs := filepath.Join(t.TempDir(), "runs")
-	handler := []string{"--exec", "--", "sh", "-c", countedHandler(runs, "cat >/dev/null; head -c 3145728 /dev/zero")}
-	ctx, cancel := context.WithCancel(context.Background())
-	wait := b.bg(ctx, append(append([]string{}, store...), append([]string{"work", "--kind", kind, "--concurrency", "3"}, handler...)...)...)
-	for deadline := time.Now().Add(2 * time.Minute); countLines(runs, "end") < jobs; time.Sleep(100 * time.Millisecond) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	stderr := &stampedLines{}
+	done := make(chan int, 1)
+	go func() {
+		args := append(append([]string{"--data", b.data}, store...), "work", "--kind", kind, "--concurrency", "3", "--until-empty",
+			"--exec", "--", "sh", "-c", countedHandler(runs, "cat >/dev/null; head -c 3145728 /dev/zero"))
+		done <- Run(ctx, args, strings.NewReader(""), &strings.Builder{}, stderr)
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), "no space left on device"); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("fewer than %d handler runs finished within 2 minutes", jobs)
+			t.Fatalf("work did not say \"no space left on device\" within 2 minutes:\n%s", stderr.String())
 		}
 	}
-	time.Sleep(2 * time.Second) // their results' check-ins fail
-	cancel()
-	r := wait()
-	if !strings.Contains(r.stderr, "no space left on device") {
-		t.Errorf("work with a full store: exit %d; its standard error does not say \"no space left on device\":\n%s", r.code, r.stderr)
-	}
-	for _, line := range strings.Split(r.stderr, "\n") {
+	time.Sleep(3 * time.Second) // a few more tries
+	for _, line := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(line, "no space left") {
 			t.Logf("work said: %s", line)
-			break
 		}
 	}
-	_, completed, dead := b.jobStates(nil, kind)
-	if completed != 0 || dead != 0 {
-		t.Errorf("with the store full: %d completed, %d dead; want 0 and 0", completed, dead)
+	if _, completed, dead := b.jobStates(nil, kind); completed+dead == jobs {
+		t.Errorf("with the store full: %d completed, %d dead; want jobs waiting", completed, dead)
 	}
-	_, full := handlerRuns(t, runs)
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, "size=64m"); err != nil {
 		t.Fatalf("grow the tmpfs: %v", err)
 	}
 	grown := time.Now()
-	b.ok(append(append([]string{}, store...), append([]string{"work", "--kind", kind, "--until-empty"}, handler...)...)...)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("work --until-empty: exit %d\n%s", code, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("work --until-empty did not return within 5 minutes:\n%s", stderr.String())
+	}
 	recovered := time.Since(grown)
 	all, completed, dead := b.jobStates(nil, kind)
 	for _, j := range all {
-		if j.State != "completed" {
-			t.Errorf("job %d after the disk was grown: %s (%s), attempts %d", j.ID, j.State, j.Reason, j.Attempts)
+		if j.State != "completed" || j.Attempts != 1 {
+			t.Errorf("job %d after the disk was grown: %s (%s), attempts %d; want completed on attempt 1", j.ID, j.State, j.Reason, j.Attempts)
 		}
 	}
-	_, finished := handlerRuns(t, runs)
-	// The runs whose results the full disk refused are retries, not
-	// duplicates: count the runs after the disk was grown beyond one.
-	dups := 0
-	for id, n := range finished {
-		dups += max(0, n-full[id]-1)
+	runsOf, finished := handlerRuns(t, runs)
+	n := 0
+	for _, r := range runsOf {
+		n += r
 	}
-	t.Logf("%d jobs: %d handler runs refused by the full disk, then %d completed %v after it was grown", jobs, countLines(runs, "end")-jobs, completed, recovered.Round(100*time.Millisecond))
-	chaosRow("enospc", jobs, jobs-completed-dead, dups, dead, recovered)
+	t.Logf("%d jobs, %d handler runs; %d completed %v after the disk was grown", jobs, n, completed, recovered.Round(100*time.Millisecond))
+	chaosRow("enospc", jobs, jobs-completed-dead, duplicates(finished), dead, recovered)
 }
 
 // lost-key: jobs sealed inline under the data directory's key file
