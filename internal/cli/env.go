@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"gocloud.dev/secrets"
@@ -230,7 +231,7 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	if err != nil {
 		return fail(err)
 	}
-	e.pipe, err = pipeline.Open(ctx, pipeline.Config{Database: database, Store: e.store, Stores: e.stores[1:], MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: o.sqliteCacheKiB,
+	e.pipe, err = pipeline.Open(ctx, pipeline.Config{Database: database, Store: e.store, Stores: e.stores[1:], MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: o.sqliteCacheKiB, Lease: testLease,
 		ReadOnly: o.readOnly, MustExist: o.readOnly, NoWrites: o.noWrites})
 	if err != nil {
 		return fail(err)
@@ -297,3 +298,10 @@ func isDir(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.IsDir()
 }
+
+// testLease, when set, is the job lease (pipeline.Config.Lease) instead of
+// pipeline.DefaultLease. Only the package's tests set it (TestMain, from
+// CLAIMCHECK_TEST_LEASE when the test binary runs as the command), so that
+// a fault trial's killed worker is rescued in seconds rather than minutes;
+// the command itself has no lease setting.
+var testLease time.Duration

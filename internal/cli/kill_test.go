@@ -25,6 +25,11 @@ import (
 // that a test can run a worker as a process of its own and kill it.
 const envAsCommand = "CLAIMCHECK_TEST_AS_COMMAND"
 
+// envTestLease, with envAsCommand, sets the command's job lease (a Go
+// duration; testLease): the fault trials' workers killed with -9 are
+// rescued within seconds.
+const envTestLease = "CLAIMCHECK_TEST_LEASE"
+
 // EnvKilledWorker, set to 1, makes TestKilledWorkerJobRunsAgain measure
 // every source with the default settings: the job database's (lease 2 min
 // + River's rescuer every 30 s) takes up to 2.5 min per database and
@@ -34,6 +39,14 @@ const EnvKilledWorker = "CLAIMCHECK_TEST_KILLED_WORKER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envAsCommand) == "1" {
+		if v := os.Getenv(envTestLease); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s=%q: %v\n", envTestLease, v, err)
+				os.Exit(2)
+			}
+			testLease = d
+		}
 		os.Exit(Execute())
 	}
 	os.Exit(m.Run())
@@ -49,8 +62,15 @@ type process struct {
 // bundle's directory; it is killed, if still running, when the test ends.
 func (b *cliBundle) start(args ...string) *process {
 	b.t.Helper()
+	return b.startEnv(nil, args...)
+}
+
+// startEnv is start with env (KEY=value) added to the process's
+// environment.
+func (b *cliBundle) startEnv(env []string, args ...string) *process {
+	b.t.Helper()
 	p := &process{cmd: exec.Command(os.Args[0], append([]string{"--data", b.data}, args...)...)}
-	p.cmd.Env = append(os.Environ(), envAsCommand+"=1")
+	p.cmd.Env = append(append(os.Environ(), envAsCommand+"=1"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		b.t.Fatal(err)

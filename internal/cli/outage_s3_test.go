@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,37 +25,76 @@ const EnvS3Outage = "CLAIMCHECK_TEST_S3_OUTAGE"
 // connection and refuses new ones) with jobs in flight and a small backlog:
 // no job is dead, and all complete once the store is back. Unavailable
 // infrastructure is retried over the retry window without spending the
-// jobs' attempts (claimcheck.RetryPolicy).
+// jobs' attempts (claimcheck.RetryPolicy). The fault trials run the same
+// with a blackhole too (TestChaosS3Outage).
 func TestWorkSurvivesS3Outage(t *testing.T) {
-	s3URL := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `eval "$(scripts/seaweedfs.sh env)"`)
-	outage := 40 * time.Second
-	if v := os.Getenv(EnvS3Outage); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", EnvS3Outage, v, err)
-		}
-		outage = d
+	outage := envDuration(t, EnvS3Outage, 40*time.Second)
+	// 6 jobs: 2 in flight (--concurrency 2), 4 waiting.
+	r := s3OutageTrial(t, "cut", outage, 6, 2)
+	if r.completed != r.jobs {
+		t.Errorf("%d of %d jobs completed", r.completed, r.jobs)
 	}
+}
+
+// envDuration is the Go duration in the environment variable name, or def
+// when it is not set.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// s3Outage is what s3OutageTrial saw.
+type s3Outage struct {
+	jobs, completed, dead int
+	// recovered is how long after the store's return work --until-empty
+	// returned, every job done.
+	recovered time.Duration
+	// runs is each job's handler runs, counted by the handler; finished
+	// those that ran to their end.
+	runs, finished map[string]int
+	// during is what work printed on standard error while the store was
+	// out, each line with its time since the outage began.
+	during []string
+}
+
+// s3OutageTrial submits jobs to the S3 store (CLAIMCHECK_TEST_S3_URL)
+// behind an outage proxy, runs work --until-empty with concurrency, and
+// once a job is running takes the store away for outage: mode "cut"
+// closes every connection and refuses new ones (outageproxy.Cut),
+// "blackhole" lets connections in and passes nothing back
+// (outageproxy.Freeze). Each handler takes 2 s, so the outage finds jobs
+// claiming, running and checking their results in. It fails t when work
+// ends during the outage or fails, or a job is dead at the outage's end.
+func s3OutageTrial(t *testing.T, mode string, outage time.Duration, jobs, concurrency int) s3Outage {
+	t.Helper()
+	s3URL := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", `eval "$(scripts/seaweedfs.sh env)"`)
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	store, proxy := proxiedStore(t, ownNamespace(t, s3URL, "outage"+suffix), url.Values{"connect_timeout": {"2s"}, "stall_timeout": {"5s"}})
 	b := setup(t)
 	kind, tenant := "outage"+suffix, "infra"+suffix
-	const jobs = 6 // 2 in flight (--concurrency 2), 4 waiting
 	for i := 0; i < jobs; i++ {
 		b.submit("--store", store, "--kind", kind, "--tenant", tenant, "--max-attempts", "3", payloadFile(t, 100<<10))
 	}
+	runs := filepath.Join(t.TempDir(), "runs")
 
 	ctx, cancel := context.WithTimeout(context.Background(), outage+8*time.Minute)
 	defer cancel()
 	done := make(chan result, 1)
+	stderr := &stampedLines{}
 	start := time.Now()
 	go func() {
-		var out, errOut strings.Builder
-		// Each handler takes 2 s and writes a result: the cut finds jobs
-		// claiming, running and checking their results in.
-		code := Run(ctx, []string{"--data", b.data, "--store", store, "work", "--kind", kind, "--concurrency", "2", "--until-empty",
-			"--exec", "--", "sh", "-c", "sleep 2; cat"}, strings.NewReader(""), &out, &errOut)
-		done <- result{out.String(), errOut.String(), code}
+		var out strings.Builder
+		code := Run(ctx, []string{"--data", b.data, "--store", store, "work", "--kind", kind, "--concurrency", strconv.Itoa(concurrency), "--until-empty",
+			"--exec", "--", "sh", "-c", countedHandler(runs, "sleep 2; cat")}, strings.NewReader(""), &out, stderr)
+		done <- result{out.String(), stderr.String(), code}
 	}()
 	// Cut once a job is running, so that work is past its start-up
 	// checks (which refuse an unreachable store at once, by design): on
@@ -76,8 +116,16 @@ func TestWorkSurvivesS3Outage(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	proxy.Cut()
-	t.Logf("store cut %v after work started, for %v", time.Since(start).Round(time.Millisecond), outage)
+	switch mode {
+	case "cut":
+		proxy.Cut()
+	case "blackhole":
+		proxy.Freeze()
+	default:
+		t.Fatalf("outage mode %q", mode)
+	}
+	cut := time.Now()
+	t.Logf("store %s %v after work started, for %v", mode, cut.Sub(start).Round(time.Millisecond), outage)
 	select {
 	case r := <-done:
 		t.Fatalf("work ended during the outage: exit %d\n%s", r.code, r.stderr)
@@ -89,6 +137,7 @@ func TestWorkSurvivesS3Outage(t *testing.T) {
 	}
 	proxy.Restore()
 	restored := time.Now()
+	o := s3Outage{jobs: jobs, during: stderr.between(cut, restored)}
 	for _, j := range during {
 		t.Logf("at the end of the outage: job %d %s attempts %d %s", j.ID, j.State, j.Attempts, j.Reason)
 		if j.State == "discarded" || j.State == "cancelled" || j.State == "dead" {
@@ -101,6 +150,7 @@ func TestWorkSurvivesS3Outage(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("work --until-empty did not finish %v after the store came back", time.Since(restored))
 	}
+	o.recovered = time.Since(restored)
 	if r.code != 0 {
 		t.Errorf("work: exit %d\n%s", r.code, r.stderr)
 	}
@@ -108,16 +158,19 @@ func TestWorkSurvivesS3Outage(t *testing.T) {
 	if err := json.Unmarshal([]byte(b.ok("jobs", "--json", "--kind", kind)), &final); err != nil {
 		t.Fatal(err)
 	}
-	completed := 0
 	for _, j := range final {
-		if j.State == "completed" {
-			completed++
-		} else {
+		switch j.State {
+		case "completed":
+			o.completed++
+		case "discarded", "cancelled":
+			o.dead++
+			t.Errorf("job %d after the outage: %s (%s), attempts %d", j.ID, j.State, j.Reason, j.Attempts)
+		default:
 			t.Errorf("job %d after the outage: %s (%s), attempts %d", j.ID, j.State, j.Reason, j.Attempts)
 		}
 	}
-	if completed != jobs {
-		t.Errorf("%d of %d jobs completed", completed, jobs)
-	}
-	t.Logf("outage of %v: %d of %d jobs completed, the last %v after the store came back", outage, completed, jobs, time.Since(restored).Round(time.Second))
+	o.runs, o.finished = handlerRuns(t, runs)
+	t.Logf("%s outage of %v: %d of %d jobs completed, the last %v after the store came back; work printed %d lines during the outage",
+		mode, outage, o.completed, jobs, o.recovered.Round(100*time.Millisecond), len(o.during))
+	return o
 }
