@@ -99,19 +99,7 @@ func TestConsumeKeepsFinishedOutcome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			store := brokertest.FileStore(t, nil)
-			tr := brokertest.NewFake(64 << 10)
-			tk, err := store.CheckIn(ctx, "acme", strings.NewReader("a document"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := broker.NewMessage("once", tk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
-				t.Fatal(err)
-			}
+			store, tr := publishOne(t, ctx)
 			inbox := &outageInboxStandIn{done: map[string]bool{}, kept: map[string]*claimcheck.Ticket{}, keepOutage: tc.keepOutage}
 			var runs atomic.Int32
 			h := claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
@@ -127,7 +115,7 @@ func TestConsumeKeepsFinishedOutcome(t *testing.T) {
 			var acked []broker.Outcome
 			cctx, stop := context.WithCancel(ctx)
 			defer stop()
-			err = broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+			err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
 				Inbox:    inbox,
 				Handlers: map[string]claimcheck.Handler{"once": h},
 				Policy:   claimcheck.RetryPolicy{Base: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Window: 300 * time.Millisecond},
@@ -187,26 +175,14 @@ func claimcheckRead(ctx context.Context, store *claimcheck.Store, t *claimcheck.
 func TestConsumeHoldsWhileInboxDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store := brokertest.FileStore(t, nil)
-	tr := brokertest.NewFake(64 << 10)
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("a document"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("once", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
-		t.Fatal(err)
-	}
+	store, tr := publishOne(t, ctx)
 	inbox := &outageInboxStandIn{done: map[string]bool{}, kept: map[string]*claimcheck.Ticket{}, down: true}
 	time.AfterFunc(1500*time.Millisecond, func() { inbox.setDown(false) })
 	var runs atomic.Int32
 	var settled []broker.Outcome
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
-	err = broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+	err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
 		Inbox:       inbox,
 		MaxAttempts: 1,
 		Handlers: map[string]claimcheck.Handler{"once": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
@@ -227,4 +203,24 @@ func TestConsumeHoldsWhileInboxDown(t *testing.T) {
 	if runs.Load() != 1 || len(settled) != 1 || settled[0].Action != broker.Acked || settled[0].Attempt != 1 {
 		t.Fatalf("handler ran %d times; settlements %+v; want one, acked on attempt 1", runs.Load(), settled)
 	}
+}
+
+// publishOne publishes one message of kind "once", its payload checked in
+// to a new file store, to a new in-process transport.
+func publishOne(t *testing.T, ctx context.Context) (*claimcheck.Store, *brokertest.Fake) {
+	t.Helper()
+	store := brokertest.FileStore(t, nil)
+	tr := brokertest.NewFake(64 << 10)
+	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("a document"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := broker.NewMessage("once", tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	return store, tr
 }

@@ -87,17 +87,7 @@ func TestChaosPostgresKilledBroker(t *testing.T) {
 					return len(acked) >= jobs, nil
 				}}})
 	}()
-	var restarted time.Time
-	for i := range kills {
-		time.Sleep(time.Duration(5+rand.IntN(5)) * time.Second)
-		down := time.Duration(20+rand.IntN(10)) * time.Second
-		_, ran := counter.dups()
-		t.Logf("kill %d: kill -9 PostgreSQL for %s (%d of %d jobs' handlers have run)", i+1, down, ran, jobs)
-		pg.Kill()
-		time.Sleep(down)
-		pg.Start()
-		restarted = time.Now()
-	}
+	restarted := killPostgres(t, pg, counter, kills, jobs)
 	if err := <-errc; err != nil {
 		t.Errorf("Work: %v", err)
 	}
@@ -108,14 +98,7 @@ func TestChaosPostgresKilledBroker(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d of %d messages never acknowledged", lost, jobs)
 	}
-	dups, _ := counter.dups()
-	counter.mu.Lock()
-	for id, n := range counter.runs {
-		if n > 1 {
-			t.Errorf("job %s: its handler ran %d times", id, n)
-		}
-	}
-	counter.mu.Unlock()
+	dups := counter.check(t)
 	t.Logf("%d messages settled from an outcome kept in the store, handler not run again", fromKept.Load())
 	fmt.Printf("CHAOS|postgres-kill9-rabbitmq|%d|%d|%d|%d|%.0f\n", jobs, lost, dups, dead.Load(), recovered.Seconds())
 }

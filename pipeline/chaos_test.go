@@ -53,6 +53,39 @@ func (c *chaosCounter) dups() (dups int, ran int) {
 	return dups, ran
 }
 
+// check fails t for each job whose handler ran more than once, and
+// returns the duplicate runs.
+func (c *chaosCounter) check(t *testing.T) int {
+	dups, _ := c.dups()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, n := range c.runs {
+		if n > 1 {
+			t.Errorf("job %s: its handler ran %d times", id, n)
+		}
+	}
+	return dups
+}
+
+// killPostgres kills pg with -9 kills times, each after it has run 5-10 s,
+// and starts it again after 20-30 s (longer than the tests' leases and
+// hold windows), logging how many of jobs' handlers have run. It returns
+// when pg was last started.
+func killPostgres(t *testing.T, pg *testenv.PrivatePG, counter *chaosCounter, kills, jobs int) time.Time {
+	var restarted time.Time
+	for i := range kills {
+		time.Sleep(time.Duration(5+rand.IntN(5)) * time.Second)
+		down := time.Duration(20+rand.IntN(10)) * time.Second
+		_, ran := counter.dups()
+		t.Logf("kill %d: kill -9 PostgreSQL for %s (%d of %d jobs' handlers have run)", i+1, down, ran, jobs)
+		pg.Kill()
+		time.Sleep(down)
+		pg.Start()
+		restarted = time.Now()
+	}
+	return restarted
+}
+
 // TestChaosPostgresKilled: a private PostgreSQL killed with -9 five times,
 // each time down 20-30 s (longer than the test's 4 s lease), while 100
 // jobs with results over 64 KiB flow. No job is lost, none dead, and no
@@ -96,17 +129,7 @@ func TestChaosPostgresKilled(t *testing.T) {
 				}
 			}})
 	}()
-	var restarted time.Time
-	for i := range kills {
-		time.Sleep(time.Duration(5+rand.IntN(5)) * time.Second)
-		down := time.Duration(20+rand.IntN(10)) * time.Second
-		_, ran := counter.dups()
-		t.Logf("kill %d: kill -9 PostgreSQL for %s (%d of %d jobs' handlers have run)", i+1, down, ran, jobs)
-		pg.Kill()
-		time.Sleep(down)
-		pg.Start()
-		restarted = time.Now()
-	}
+	restarted := killPostgres(t, pg, counter, kills, jobs)
 	if err := <-errc; err != nil {
 		t.Fatalf("Work: %v", err)
 	}
@@ -123,14 +146,7 @@ func TestChaosPostgresKilled(t *testing.T) {
 			t.Errorf("job %d: state %s, result %v", id, j.State, j.HasResult)
 		}
 	}
-	dups, _ := counter.dups()
-	counter.mu.Lock()
-	for id, n := range counter.runs {
-		if n > 1 {
-			t.Errorf("job %s: its handler ran %d times", id, n)
-		}
-	}
-	counter.mu.Unlock()
+	dups := counter.check(t)
 	t.Logf("%d jobs completed from the outcome record of an earlier attempt, handler not run again", fromRecord.Load())
 	fmt.Printf("CHAOS|postgres-kill9-river|%d|%d|%d|%d|%.0f\n", jobs, lost, dups, dead, recovered.Seconds())
 }

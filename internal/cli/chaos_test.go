@@ -33,6 +33,10 @@ const envChaos = "CLAIMCHECK_TEST_CHAOS"
 // (docs/chaos.md).
 const envChaosOutage = "CLAIMCHECK_TEST_CHAOS_OUTAGE"
 
+// envChaosJobs sets how many jobs TestChaosS3Outage submits, all in
+// flight at once (default 8, 6 in flight); the long runs by hand use 20.
+const envChaosJobs = "CLAIMCHECK_TEST_CHAOS_JOBS"
+
 func requireChaos(t *testing.T) {
 	t.Helper()
 	if os.Getenv(envChaos) == "" {
@@ -305,7 +309,8 @@ func TestChaosSigtermDrain(t *testing.T) {
 
 // s3-cut and s3-blackhole: the S3 store (SeaweedFS) behind an outage
 // proxy goes away for CLAIMCHECK_TEST_CHAOS_OUTAGE (default 20 s) with 8
-// jobs, 6 in flight (--concurrency 6): cut closes every connection and
+// jobs, 6 in flight (--concurrency 6; CLAIMCHECK_TEST_CHAOS_JOBS=N: N jobs,
+// all in flight): cut closes every connection and
 // refuses new ones, blackhole lets them in and answers nothing. No job is
 // dead, and all are done within 15 s of the store's return. The lines
 // work printed during the outage are logged.
@@ -315,8 +320,15 @@ func TestChaosS3Outage(t *testing.T) {
 	for _, mode := range []string{"cut", "blackhole"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			const jobs = 8
-			o := s3OutageTrial(t, mode, outage, jobs, 6)
+			jobs, inFlight := 8, 6
+			if v := os.Getenv(envChaosJobs); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 {
+					t.Fatalf("%s=%q: want a number of jobs", envChaosJobs, v)
+				}
+				jobs, inFlight = n, n
+			}
+			o := s3OutageTrial(t, mode, outage, jobs, inFlight)
 			for _, line := range o.during {
 				t.Logf("work during the outage: %s", line)
 			}
