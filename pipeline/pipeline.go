@@ -28,6 +28,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -174,6 +175,7 @@ type Pipeline struct {
 	gaugeNow   func() time.Time    // the gauges' clock (nil: time.Now), for tests
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
+	lastWake   atomic.Int64        // unix nanos of the last wakeWaiting
 	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)
 }
 

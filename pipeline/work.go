@@ -431,6 +431,11 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 	switch {
 	case err == nil:
 		o.State = JobCompleted
+		if waited(job) {
+			// The infrastructure this job waited for is back: the others
+			// waiting in its queue need not sit out their waits.
+			w.p.wakeWaiting(ctx, job.Queue)
+		}
 	case errors.Is(cause, errReleased):
 		o.State, o.Err = JobReleased, errReleased
 		err = river.JobSnooze(0)
@@ -942,4 +947,56 @@ func (r *running) release() string {
 		j.cancel(errReleased)
 	}
 	return desc
+}
+
+// waited reports whether job's previous attempt waited for unavailable
+// infrastructure (its output's unavailable_since is set).
+func waited(job *river.Job[jobArgs]) bool {
+	var prev jobOutput
+	out := job.Output()
+	return len(out) > 0 && jsonUnmarshal(out, &prev) == nil && !prev.UnavailableSince.IsZero()
+}
+
+// wakeMaxJobs bounds the jobs one wakeWaiting makes available, and
+// wakeEvery how often it runs in one process: when an outage ends, every
+// job that waited succeeds at about the same time, and one wake-up serves
+// them all.
+const (
+	wakeMaxJobs = 1000
+	wakeEvery   = time.Second
+)
+
+// wakeWaiting makes the jobs of queue that wait for unavailable
+// infrastructure (snoozed by settleFailure, their output's
+// unavailable_since set) available at once (River's JobRetry): a job of
+// the queue has just succeeded after waiting, so the store, keeper or
+// database is back, and the others resume within seconds instead of at
+// the end of their waits (up to claimcheck.RetryPolicy.MaxWaitDelay each,
+// docs/invariants.md, invariant 12). Jobs retrying a failure of their own
+// keep their backoff. Best effort: a failure leaves the jobs to their
+// own timers.
+func (p *Pipeline) wakeWaiting(ctx context.Context, queue string) {
+	now := time.Now().UnixNano()
+	last := p.lastWake.Load()
+	if now-last < int64(wakeEvery) || !p.lastWake.CompareAndSwap(last, now) {
+		return
+	}
+	res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(queue).States(rivertype.JobStateScheduled).Kinds(riverKind).First(wakeMaxJobs))
+	if err != nil {
+		p.logger.WarnContext(ctx, "pipeline: list the jobs waiting for the outage that just ended (they resume at their next try)", "queue", queue, "error", err.Error())
+		return
+	}
+	woken := 0
+	for _, row := range res.Jobs {
+		var o jobOutput
+		if out := row.Output(); len(out) == 0 || jsonUnmarshal(out, &o) != nil || o.UnavailableSince.IsZero() {
+			continue
+		}
+		if _, err := p.client.JobRetry(ctx, row.ID); err == nil {
+			woken++
+		}
+	}
+	if woken > 0 {
+		p.logger.InfoContext(ctx, "pipeline: an outage ended: waiting jobs resume now", "queue", queue, "jobs", woken)
+	}
 }

@@ -1,0 +1,110 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// TestWaitingJobsWokenWhenOutageEnds: two jobs wait 30 s for an
+// unavailable store (their waits are RetryPolicy.MaxWaitDelay). One is
+// brought forward by hand and succeeds: the other, still waiting, is made
+// available at once (wakeWaiting) and completes within seconds, not at the
+// end of its 30 s wait.
+func TestWaitingJobsWokenWhenOutageEnds(t *testing.T) {
+	b := setup(t, dbtest.SQLite(t), &testOpts{cfg: Config{RetryBase: 30 * time.Second, Retry: claimcheck.RetryPolicy{MaxWaitDelay: 30 * time.Second}}})
+	var ids []int64
+	for i := range 2 {
+		res, err := b.p.Enqueue(b.ctx, "docs", "acme", strings.NewReader(fmt.Sprint("document ", i)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.JobID)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	var mu sync.Mutex
+	waiting := map[int64]bool{}
+	completed := map[int64]time.Time{}
+	h := claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+		if down.Load() {
+			return nil, fmt.Errorf("read the store: %w", errors.Join(errors.New("connection refused"), claimcheck.ErrUnavailable))
+		}
+		return nil, nil
+	})
+	ctx, cancel := context.WithTimeout(b.ctx, workTimeout)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- b.p.Work(ctx, WorkOptions{Handlers: map[string]claimcheck.Handler{"docs": h}, Concurrency: 2, OnDone: func(o Outcome) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch o.State {
+			case JobWaiting:
+				waiting[o.JobID] = true
+			case JobCompleted:
+				completed[o.JobID] = time.Now()
+				if len(completed) == len(ids) {
+					cancel()
+				}
+			}
+		}})
+	}()
+	for {
+		mu.Lock()
+		n := len(waiting)
+		mu.Unlock()
+		if n == len(ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the jobs never waited: %v", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// The store is back; one job's wait is cut short by hand, as if its
+	// timer had fired first.
+	// River records a snooze after the worker returns (its completer).
+	for _, id := range ids {
+		for {
+			row, err := b.p.client.JobGet(b.ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.State == rivertype.JobStateScheduled {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("job %d: state %s, never scheduled to wait", id, row.State)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	down.Store(false)
+	start := time.Now()
+	if _, err := b.p.client.JobRetry(b.ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	<-errc
+	mu.Lock()
+	defer mu.Unlock()
+	if len(completed) != len(ids) {
+		t.Fatalf("completed %v of jobs %v within %v; the other job sat out its 30 s wait", completed, ids, workTimeout)
+	}
+	other := completed[ids[1]].Sub(start)
+	if other > 10*time.Second {
+		t.Fatalf("the other waiting job completed %v after the first, want within seconds", other)
+	}
+	t.Logf("first job completed after %v, the other woken and completed after %v (its wait was 30 s)", completed[ids[0]].Sub(start).Round(time.Millisecond), other.Round(time.Millisecond))
+}
