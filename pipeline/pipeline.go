@@ -176,6 +176,7 @@ type Pipeline struct {
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 	lastWake   atomic.Int64        // unix nanos of the last wakeWaiting
+	back       backSignal          // wakes untilDone's waits (work.go)
 	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)
 }
 

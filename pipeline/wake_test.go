@@ -16,10 +16,12 @@ import (
 )
 
 // TestWaitingJobsWokenWhenOutageEnds: two jobs wait 30 s for an
-// unavailable store (their waits are RetryPolicy.MaxWaitDelay). One is
-// brought forward by hand and succeeds: the other, still waiting, is made
-// available at once (wakeWaiting) and completes within seconds, not at the
-// end of its 30 s wait.
+// unavailable store (their waits are RetryPolicy.MaxWaitDelay), and a
+// third waits in place finishing its work (untilDone). One is brought
+// forward by hand and succeeds: the other, still waiting, is made
+// available at once (wakeWaiting) and completes within seconds, and the
+// wait in place ends at once (backSignal), not at the end of their 30 s
+// waits.
 func TestWaitingJobsWokenWhenOutageEnds(t *testing.T) {
 	b := setup(t, dbtest.SQLite(t), &testOpts{cfg: Config{RetryBase: 30 * time.Second, Retry: claimcheck.RetryPolicy{MaxWaitDelay: 30 * time.Second}}})
 	var ids []int64
@@ -91,6 +93,24 @@ func TestWaitingJobsWokenWhenOutageEnds(t *testing.T) {
 			}
 		}
 	}
+	// A job of the process waits in place, finishing its work (untilDone,
+	// a 30 s pause too).
+	w := &worker{p: b.p, running: newRunning()}
+	failed, inPlace := make(chan struct{}, 1), make(chan time.Time, 1)
+	go func() {
+		_ = w.untilDone(ctx, 99, "check in the result", func() error {
+			if down.Load() {
+				select {
+				case failed <- struct{}{}:
+				default:
+				}
+				return fmt.Errorf("check in: %w", claimcheck.ErrUnavailable)
+			}
+			return nil
+		})
+		inPlace <- time.Now()
+	}()
+	<-failed
 	down.Store(false)
 	start := time.Now()
 	if _, err := b.p.client.JobRetry(b.ctx, ids[0]); err != nil {
@@ -105,6 +125,15 @@ func TestWaitingJobsWokenWhenOutageEnds(t *testing.T) {
 	other := completed[ids[1]].Sub(start)
 	if other > 10*time.Second {
 		t.Fatalf("the other waiting job completed %v after the first, want within seconds", other)
+	}
+	select {
+	case done := <-inPlace:
+		if d := done.Sub(start); d > 10*time.Second {
+			t.Fatalf("the wait in place ended %v after the first job completed, want within seconds", d)
+		}
+		t.Logf("the wait in place ended %v after the store came back", done.Sub(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait in place did not end within 5 s of the first job's completion (its pause is 30 s)")
 	}
 	t.Logf("first job completed after %v, the other woken and completed after %v (its wait was 30 s)", completed[ids[0]].Sub(start).Round(time.Millisecond), other.Round(time.Millisecond))
 }

@@ -434,6 +434,7 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 		if waited(job) {
 			// The infrastructure this job waited for is back: the others
 			// waiting in its queue need not sit out their waits.
+			w.p.back.wake()
 			w.p.wakeWaiting(ctx, job.Queue)
 		}
 	case errors.Is(cause, errReleased):
@@ -807,10 +808,12 @@ func (w *worker) completeTx(ctx context.Context, job *river.Job[jobArgs], rt *cl
 // the job, the cause and the next try.
 func (w *worker) untilDone(ctx context.Context, id int64, what string, step func() error) error {
 	for n := 1; ; n++ {
+		back := w.p.back.wait()
 		err := step()
 		if err == nil || claimcheck.IsPermanent(err) {
 			if err == nil && n > 1 {
 				w.say("job %d: %s succeeded on try %d", id, what, n)
+				w.p.back.wake() // what it waited for is back
 			}
 			return err
 		}
@@ -823,7 +826,39 @@ func (w *worker) untilDone(ctx context.Context, id int64, what string, step func
 		case <-ctx.Done():
 			return fmt.Errorf("pipeline: %s: gave up when the job's time ran out: %w", what, err)
 		case <-time.After(pause):
+		case <-back:
+			// Another job's wait just ended: try now.
 		}
+	}
+}
+
+// backSignal wakes, at once, the jobs of one process that wait in place
+// for unavailable infrastructure (untilDone) when another job of the
+// process finds it back (its wait ended in success), so that they do not
+// sit out the rest of their pauses (up to
+// claimcheck.RetryPolicy.MaxWaitDelay).
+type backSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed by the next wake.
+func (b *backSignal) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+// wake closes the channel wait returned, if any.
+func (b *backSignal) wake() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
 	}
 }
 
