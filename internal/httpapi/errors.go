@@ -19,6 +19,9 @@ const (
 	ReasonIdempotencyConflict = "idempotency-conflict"
 	ReasonDigestMismatch      = "digest-mismatch"
 	ReasonTooManyRequests     = "too-many-requests"
+	// ReasonPayloadEmpty: a submit's body is empty and allow_empty=true
+	// was not given (pipeline.ErrEmptyPayload); 422.
+	ReasonPayloadEmpty = "payload-empty"
 )
 
 // Error is the JSON body of every refusal and failure.
@@ -54,6 +57,9 @@ func classify(err error) *Error {
 	e := &Error{Reason: claimcheck.Reason(err), Message: err.Error(), Permanent: claimcheck.IsPermanent(err)}
 	var mbe *http.MaxBytesError
 	switch {
+	case errors.Is(err, pipeline.ErrEmptyPayload):
+		e.Reason, e.Permanent, e.status = ReasonPayloadEmpty, true, http.StatusUnprocessableEntity
+		return e
 	case errors.Is(err, errDigestMismatch):
 		e.Reason, e.Permanent, e.status = ReasonDigestMismatch, true, http.StatusUnprocessableEntity
 		return e

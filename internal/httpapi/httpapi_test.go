@@ -413,7 +413,16 @@ func testRefusals(t *testing.T, be backend) {
 
 	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", bytes.NewReader(make([]byte, 5<<20)), nil)
 	f.want(resp, body, 413, claimcheck.ReasonPayloadTooLarge)
-	for _, q := range []string{"kind=Render&tenant=acme", "tenant=acme", "kind=render", "kind=render&tenant=acme&tenant=globex", "kind=render&tenant=acme&bogus=1", "kind=render&tenant=acme&priority=9", "kind=render&tenant=ac%zz"} {
+	// An empty body, by its Content-Length and chunked (its length
+	// unknown until its end), as `claimcheck submit` without --allow-empty.
+	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", http.NoBody, nil)
+	f.want(resp, body, 422, httpapi.ReasonPayloadEmpty)
+	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme&allow_empty=false", "", io.MultiReader(), nil)
+	f.want(resp, body, 422, httpapi.ReasonPayloadEmpty)
+	if n, objs := f.jobCount(), f.objects(); n != 0 || len(objs) != 0 {
+		t.Fatalf("after empty submits: %d jobs, %d objects; want none", n, len(objs))
+	}
+	for _, q := range []string{"kind=render&tenant=acme&allow_empty=yes", "kind=Render&tenant=acme", "tenant=acme", "kind=render", "kind=render&tenant=acme&tenant=globex", "kind=render&tenant=acme&bogus=1", "kind=render&tenant=acme&priority=9", "kind=render&tenant=ac%zz"} {
 		resp, body = f.do("POST", "/v1/jobs?"+q, "", strings.NewReader("x"), nil)
 		f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
 	}
@@ -431,6 +440,16 @@ func testRefusals(t *testing.T, be backend) {
 	f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
 	if n, objs := f.jobCount(), f.objects(); n != 0 || len(objs) != 0 {
 		t.Fatalf("after the refusals: %d jobs, %d objects; want none", n, len(objs))
+	}
+	// allow_empty=true: an empty payload is a job, by Content-Length or
+	// chunked.
+	for _, b := range []io.Reader{http.NoBody, io.MultiReader()} {
+		resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme&allow_empty=true", "", b, nil)
+		f.want(resp, body, 201, "")
+		var s httpapi.Submitted
+		if err := json.Unmarshal(body, &s); err != nil || s.Ticket.Size != 0 {
+			t.Fatalf("empty submit with allow_empty=true: %s (%v), want a job of 0 bytes", body, err)
+		}
 	}
 
 	// Without tokens, another host gets nothing; with one, a request
