@@ -22,6 +22,12 @@ const (
 	// ReasonPayloadEmpty: a submit's body is empty and allow_empty=true
 	// was not given (pipeline.ErrEmptyPayload); 422.
 	ReasonPayloadEmpty = "payload-empty"
+	// ReasonJobFinished: a cancel of a job that already finished
+	// (pipeline.ErrJobFinished); 409.
+	ReasonJobFinished = "job-finished"
+	// ReasonNotDead: a replay of a job that is not a dead letter
+	// (pipeline.ErrNotDead); 409.
+	ReasonNotDead = "not-dead"
 )
 
 // Error is the JSON body of every refusal and failure.
@@ -65,6 +71,16 @@ func classify(err error) *Error {
 		return e
 	case errors.Is(err, pipeline.ErrIdempotencyConflict):
 		e.Reason, e.Permanent, e.status = ReasonIdempotencyConflict, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrJobFinished):
+		e.Reason, e.Permanent, e.status = ReasonJobFinished, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrNotDead):
+		e.Reason, e.Permanent, e.status = ReasonNotDead, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrPayloadGone):
+		// A replay refused as `claimcheck dead replay` refuses it.
+		e.Reason, e.Permanent, e.status = claimcheck.ReasonPayloadMissing, true, http.StatusConflict
 		return e
 	case errors.Is(err, pipeline.ErrJobNotFound):
 		e.Reason, e.Permanent, e.status = ReasonJobNotFound, true, http.StatusNotFound

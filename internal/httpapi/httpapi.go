@@ -118,8 +118,12 @@ type Route struct{ Method, Pattern string }
 func (a *API) Routes() []Route {
 	return []Route{
 		{"POST", "/v1/jobs"},
+		{"GET", "/v1/jobs"},
 		{"GET", "/v1/jobs/{id}"},
 		{"GET", "/v1/jobs/{id}/result"},
+		{"POST", "/v1/jobs/{id}/cancel"},
+		{"GET", "/v1/dead"},
+		{"POST", "/v1/dead/{id}/replay"},
 		{"POST", "/v1/claims"},
 		{"GET", "/v1/claims/{lease}/payload"},
 		{"POST", "/v1/claims/{lease}/extend"},
@@ -156,6 +160,10 @@ func New(o Options) (*API, error) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	handlers := map[string]func(http.ResponseWriter, *http.Request, *principal) *Error{
 		"POST /v1/jobs":                    a.submit,
+		"GET /v1/jobs":                     a.listJobs,
+		"POST /v1/jobs/{id}/cancel":        a.cancelJob,
+		"GET /v1/dead":                     a.listDead,
+		"POST /v1/dead/{id}/replay":        a.replayDead,
 		"GET /v1/jobs/{id}":                a.getJob,
 		"GET /v1/jobs/{id}/result":         a.getResult,
 		"POST /v1/claims":                  a.claim,
