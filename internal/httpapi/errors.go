@@ -28,6 +28,12 @@ const (
 	// ReasonNotDead: a replay of a job that is not a dead letter
 	// (pipeline.ErrNotDead); 409.
 	ReasonNotDead = "not-dead"
+	// ReasonMethodNotAllowed: the path is a route, not for this method;
+	// 405 with Allow.
+	ReasonMethodNotAllowed = "method-not-allowed"
+	// ReasonHeadersTooLarge: the request's headers exceed MaxHeaderBytes;
+	// 431.
+	ReasonHeadersTooLarge = "headers-too-large"
 )
 
 // Error is the JSON body of every refusal and failure.

@@ -176,10 +176,31 @@ func New(o Options) (*API, error) {
 		h := handlers[rt.Method+" "+rt.Pattern]
 		a.mux.Handle(rt.Method+" "+rt.Pattern, a.guard(h))
 	}
-	a.mux.Handle(PathPrefix, a.guard(func(http.ResponseWriter, *http.Request, *principal) *Error {
+	a.mux.Handle(PathPrefix, a.guard(func(w http.ResponseWriter, r *http.Request, _ *principal) *Error {
+		if allow := a.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			return refusal(http.StatusMethodNotAllowed, ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed on this route: %s is (see docs/openapi.yaml)", truncate(r.Method, 16), strings.Join(allow, ", ")))
+		}
 		return refusal(http.StatusNotFound, ReasonBadRequest, "no such API route (see docs/openapi.yaml)")
 	}))
 	return a, nil
+}
+
+// allowed returns the methods r's path is routed for, in Routes' order
+// (none: no route has the path).
+func (a *API) allowed(r *http.Request) []string {
+	var allow []string
+	for _, rt := range a.Routes() {
+		if slices.Contains(allow, rt.Method) {
+			continue
+		}
+		probe := *r
+		probe.Method = rt.Method
+		if _, pattern := a.mux.Handler(&probe); pattern != PathPrefix && pattern != "" {
+			allow = append(allow, rt.Method)
+		}
+	}
+	return allow
 }
 
 // Handler is the API's handler, for a mux's PathPrefix.
@@ -212,7 +233,13 @@ func (a *API) guard(h func(http.ResponseWriter, *http.Request, *principal) *Erro
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		pr, e := a.authenticate(r)
+		var pr *principal
+		var e *Error
+		if n := headerBytes(r.Header); n > MaxHeaderBytes {
+			e = refusal(http.StatusRequestHeaderFieldsTooLarge, ReasonHeadersTooLarge, fmt.Sprintf("request headers of %d bytes, above the maximum of %d bytes", n, MaxHeaderBytes))
+		} else {
+			pr, e = a.authenticate(r)
+		}
 		if e == nil {
 			e = h(w, r, pr)
 		}
@@ -225,6 +252,29 @@ func (a *API) guard(h func(http.ResponseWriter, *http.Request, *principal) *Erro
 			writeError(w, e)
 		}
 	})
+}
+
+// MaxHeaderBytes is the most request header bytes (names, values and
+// their separators) the API takes; more gets 431 headers-too-large with
+// the JSON body of every refusal. A server mounting the API sets
+// http.Server.MaxHeaderBytes to ServerMaxHeaderBytes, above this: beyond
+// that net/http itself refuses the request before the API sees it (431,
+// text/plain).
+const MaxHeaderBytes = 64 << 10
+
+// ServerMaxHeaderBytes is the http.Server.MaxHeaderBytes of a server
+// mounting the API (`claimcheck serve`): 1 MiB, net/http's default.
+const ServerMaxHeaderBytes = 1 << 20
+
+// headerBytes counts h's bytes as they travel: "Name: value\r\n" each.
+func headerBytes(h http.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // DrainLimit is how much of a refused request's unread body, in bytes, the

@@ -454,6 +454,27 @@ func testRefusals(t *testing.T, be backend) {
 		}
 	}
 
+	// A route's path with another method: 405 with Allow and the JSON
+	// body; headers over MaxHeaderBytes: 431 with it (not net/http's
+	// text/plain). Sent around the validator: the document has no such
+	// operations.
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/v1/claims", "POST"}, {"DELETE", "/v1/jobs", "POST, GET"}, {"GET", "/v1/jobs/1/cancel", "POST"},
+		{"POST", "/v1/dead", "GET"}, {"PUT", "/v1/claims/0123/payload", "GET"},
+	} {
+		status, hdr, e := rawJSON(t, c.method, f.srv.URL+c.path, nil)
+		if status != 405 || hdr.Get("Allow") != c.allow || e.Reason != httpapi.ReasonMethodNotAllowed || e.Message == "" || !e.Permanent {
+			t.Errorf("%s %s: %d Allow %q %+v, want 405 Allow %q method-not-allowed", c.method, c.path, status, hdr.Get("Allow"), e, c.allow)
+		}
+	}
+	if status, _, e := rawJSON(t, "GET", f.srv.URL+"/v1/nothing", nil); status != 404 || e.Reason != httpapi.ReasonBadRequest {
+		t.Errorf("GET /v1/nothing: %d %+v, want 404 bad-request", status, e)
+	}
+	status, _, e := rawJSON(t, "GET", f.srv.URL+"/v1/jobs/1", map[string]string{"X-Big": strings.Repeat("x", httpapi.MaxHeaderBytes)})
+	if status != 431 || e.Reason != httpapi.ReasonHeadersTooLarge || e.Message == "" {
+		t.Errorf("oversized headers: %d %+v, want 431 headers-too-large", status, e)
+	}
+
 	// Without tokens, another host gets nothing; with one, a request
 	// without it gets 401.
 	req := httptest.NewRequest("GET", "/v1/jobs/1", nil)
@@ -595,6 +616,30 @@ func testTenants(t *testing.T, be backend) {
 	if j, err := f.p.Get(t.Context(), pending.ID); err != nil || j.State == "completed" || j.Dead && j.Reason != claimcheck.ReasonPayloadMissing {
 		t.Fatalf("job whose payload was deleted: %+v (%v), want not handed out, dead only as payload-missing", j, err)
 	}
+}
+
+// rawJSON sends a request without the validator and decodes its JSON
+// error body (failing the test if it is not JSON).
+func rawJSON(t *testing.T, method, url string, hdr map[string]string) (int, http.Header, httpapi.Error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var e httpapi.Error
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || json.Unmarshal(body, &e) != nil {
+		t.Errorf("%s %s: %d %s %q, want a JSON error body", method, url, resp.StatusCode, ct, body)
+	}
+	return resp.StatusCode, resp.Header, e
 }
 
 // list GETs a listing and decodes it.
