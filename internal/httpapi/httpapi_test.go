@@ -853,8 +853,24 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	documented := map[string]bool{}
 	for path, item := range doc.Paths.Map() {
-		for method := range item.Operations() {
+		for method, op := range item.Operations() {
 			documented[method+" "+path] = true
+			// Every refusal and failure has the JSON Error body, and every
+			// route may answer 401 and 431.
+			for _, code := range []string{"401", "431"} {
+				if op.Responses.Value(code) == nil {
+					t.Errorf("%s %s: no %s answer documented", method, path, code)
+				}
+			}
+			for code, r := range op.Responses.Map() {
+				if code < "400" {
+					continue
+				}
+				mt := r.Value.Content.Get("application/json")
+				if mt == nil || mt.Schema == nil || mt.Schema.Ref != "#/components/schemas/Error" {
+					t.Errorf("%s %s: answer %s has no JSON Error body", method, path, code)
+				}
+			}
 		}
 	}
 	for r := range routes {
