@@ -784,6 +784,19 @@ func testListCancelReplay(t *testing.T, be backend) {
 	if j := f.job(a2.ID, acme); !j.Dead {
 		t.Fatalf("job whose payload is gone, after a refused replay: %s, want still dead", j.State)
 	}
+	// A running job (held for a remote worker): the cancel answers at
+	// once, the job is cancelled when its handler returns (its context
+	// cancelled), and the lease is gone.
+	a4 := f.submit("cancel-me", "acme", acme, []byte("four"), nil)
+	c, ok := f.claim("cancel-me", acme, "&wait=20")
+	if !ok || c.Job.ID != a4.ID {
+		t.Fatalf("claim: %+v %v, want job %d", c, ok, a4.ID)
+	}
+	resp, body = f.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", a4.ID), acme, nil, nil)
+	f.want(resp, body, 200, "")
+	f.waitJob(a4.ID, "cancelled", func(j pipeline.JobInfo) bool { return j.State == "cancelled" })
+	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/complete", acme, strings.NewReader("late"), nil)
+	f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
 	// Every route taking a job id answers another tenant's as a missing one.
 	for _, r := range []struct{ method, path string }{{"GET", "/v1/jobs/%d"}, {"GET", "/v1/jobs/%d/result"}, {"POST", "/v1/jobs/%d/cancel"}, {"POST", "/v1/dead/%d/replay"}} {
 		f.sameAsMissing(r.method, r.path, globex, a1.ID)
