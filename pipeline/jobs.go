@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -114,7 +115,7 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 }
 
 // ListOptions select jobs for List. The zero value lists every job, oldest
-// first.
+// first (by id).
 type ListOptions struct {
 	// State is a River state (available, running, retryable, scheduled,
 	// completed, cancelled, discarded, pending), StateDead, or for outbox
@@ -125,9 +126,18 @@ type ListOptions struct {
 	Kind string
 	// PageSize is the number of rows fetched per query. Default 100.
 	PageSize int
-	// Limit, if positive, stops the list after this many jobs (the oldest
-	// matching ones, as the list runs oldest first).
+	// Limit, if positive, stops the list after this many jobs (the first
+	// matching ones in the list's order).
 	Limit int
+	// Tenants, if not empty, keeps only the jobs of these tenants.
+	Tenants []string
+	// Newest lists newest first (by id, descending) instead of oldest
+	// first.
+	Newest bool
+	// AfterID, if positive, starts the list after the job of this id in
+	// its order (the job itself need not exist): ids above it oldest
+	// first, below it with Newest. A page's last id continues the list.
+	AfterID int64
 	// Since, if not zero, keeps only the jobs whose age is measured from
 	// Since or later: a finished or dead job's FinalizedAt, a pending
 	// job's CreatedAt (the AGE column of claimcheck jobs).
@@ -222,7 +232,11 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 }
 
 func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
-	params := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderAsc)
+	order := river.SortOrderAsc
+	if opts.Newest {
+		order = river.SortOrderDesc
+	}
+	params := river.NewJobListParams().OrderBy(river.JobListOrderByID, order)
 	if opts.PageSize > 0 {
 		params = params.First(opts.PageSize)
 	} else {
@@ -241,18 +255,55 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 		// Not by queue: outbox entries of the kind wait in their
 		// destination's queue. The kind is in the arguments, compared below.
 	}
+	if opts.AfterID > 0 {
+		// Ordered by id only, River's cursor compares the id alone.
+		params = params.After(river.JobListCursorFromJob(&rivertype.JobRow{ID: opts.AfterID}))
+	}
 	params = params.Kinds(riverKind)
+	// Broker dead letters (sent outbox entries, completed in River) are
+	// merged into the dead letters in the list's order.
+	var brokerDead []int64
+	if opts.State == StateDead {
+		var err error
+		if brokerDead, err = p.brokerDeadIDs(ctx, opts); err != nil {
+			return err
+		}
+	}
+	before := func(a, b int64) bool { return a < b != opts.Newest }
+	emitBroker := func(upTo int64, all bool) error {
+		for len(brokerDead) > 0 && (all || before(brokerDead[0], upTo)) {
+			id := brokerDead[0]
+			brokerDead = brokerDead[1:]
+			j, err := p.Get(ctx, id)
+			if errors.Is(err, ErrJobNotFound) {
+				continue // pruned
+			}
+			if err != nil {
+				return err
+			}
+			if !j.Dead || !opts.matches(j) {
+				continue // replayed since, or another kind or tenant
+			}
+			if err := fn(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
 		res, err := p.client.JobList(ctx, params)
 		if err != nil {
 			return fmt.Errorf("pipeline: list jobs: %w", err)
 		}
 		for _, row := range res.Jobs {
+			if err := emitBroker(row.ID, false); err != nil {
+				return err
+			}
 			j, err := jobInfo(row)
 			if err != nil {
 				return err
 			}
-			if opts.Kind != "" && j.Kind != opts.Kind {
+			if !opts.matches(j) {
 				continue
 			}
 			if err := p.overlayInbox(ctx, j); err != nil {
@@ -270,47 +321,41 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 		}
 		params = params.After(res.LastCursor)
 	}
-	if opts.State == StateDead {
-		return p.listBrokerDead(ctx, opts.Kind, fn)
-	}
-	return nil
+	return emitBroker(0, true)
 }
 
-// listBrokerDead calls fn for each sent outbox entry whose consumer
-// dead-lettered its message (a broker dead letter), oldest first.
-func (p *Pipeline) listBrokerDead(ctx context.Context, kind string, fn func(*JobInfo) error) error {
+// matches reports whether j is of the options' kind and tenants.
+func (o *ListOptions) matches(j *JobInfo) bool {
+	return (o.Kind == "" || j.Kind == o.Kind) && (len(o.Tenants) == 0 || slices.Contains(o.Tenants, j.Tenant))
+}
+
+// brokerDeadIDs returns the ids of the sent outbox entries whose consumer
+// dead-lettered their message (broker dead letters), in the list's order
+// and after its AfterID; whether each is still dead is for the caller.
+func (p *Pipeline) brokerDeadIDs(ctx context.Context, opts ListOptions) ([]int64, error) {
 	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT job_id FROM claimcheck_consumed WHERE action = 'dead-lettered' AND job_id > 0 ORDER BY job_id`)
 	if err != nil {
-		return fmt.Errorf("pipeline: list broker dead letters: %w", err)
+		return nil, fmt.Errorf("pipeline: list broker dead letters: %w", err)
 	}
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return fmt.Errorf("pipeline: list broker dead letters: %w", err)
+			return nil, fmt.Errorf("pipeline: list broker dead letters: %w", err)
+		}
+		if opts.AfterID > 0 && (id == opts.AfterID || (id < opts.AfterID) != opts.Newest) {
+			continue
 		}
 		ids = append(ids, id)
 	}
 	if err := rows.Close(); err != nil {
-		return fmt.Errorf("pipeline: list broker dead letters: %w", err)
+		return nil, fmt.Errorf("pipeline: list broker dead letters: %w", err)
 	}
-	for _, id := range ids {
-		j, err := p.Get(ctx, id)
-		if errors.Is(err, ErrJobNotFound) {
-			continue // pruned
-		}
-		if err != nil {
-			return err
-		}
-		if !j.Dead || (kind != "" && j.Kind != kind) {
-			continue // replayed since, or another kind
-		}
-		if err := fn(j); err != nil {
-			return err
-		}
+	if opts.Newest {
+		slices.Reverse(ids)
 	}
-	return nil
+	return ids, nil
 }
 
 // JobNotFound is Get's error for job id when there is no such job
@@ -393,6 +438,39 @@ func (p *Pipeline) overlayInbox(ctx context.Context, j *JobInfo) error {
 		j.HasResult = true
 	}
 	return nil
+}
+
+// ErrJobFinished is returned by Cancel for a job that has finished: it
+// completed, died (a dead letter: replay it instead), or is an outbox entry
+// the broker has confirmed.
+var ErrJobFinished = errors.New("job already finished")
+
+// Cancel cancels a job that has not finished: one waiting in its queue is
+// cancelled at once; a running one when its handler returns, its context
+// cancelled meanwhile (River's JobCancel), so the JobInfo returned may
+// still say running. A cancelled job is a dead letter (reason
+// "cancelled"), which Replay sends back.
+// Errors: ErrJobNotFound; ErrJobFinished; the database's errors, wrapped.
+func (p *Pipeline) Cancel(ctx context.Context, id int64) (*JobInfo, error) {
+	j, err := p.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.FinalizedAt != nil || j.Dead {
+		return nil, fmt.Errorf("pipeline: cancel job %d in state %s: %w", id, j.State, ErrJobFinished)
+	}
+	row, err := p.client.JobCancel(ctx, id)
+	if errors.Is(err, river.ErrNotFound) {
+		return nil, JobNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: cancel job %d: %w", id, err)
+	}
+	if row.State == rivertype.JobStateCompleted || row.State == rivertype.JobStateDiscarded {
+		// It finished meanwhile.
+		return nil, fmt.Errorf("pipeline: cancel job %d in state %s: %w", id, row.State, ErrJobFinished)
+	}
+	return jobInfo(row)
 }
 
 // ErrNotDead is returned by Replay for a job that is not a dead letter.

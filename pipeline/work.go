@@ -378,6 +378,8 @@ func (w *worker) Timeout(*river.Job[jobArgs]) time.Duration { return w.p.cfg.Lea
 var ErrReturnToQueue = errors.New("handler returned the job to its queue unworked")
 
 // errReleased cancels a handler whose job goes back to the queue.
+var errCancelled = errors.New("job cancelled (Pipeline.Cancel) while it ran")
+
 var errReleased = errors.New("worker stopping: job released to the queue")
 
 // errLeaseLost cancels a handler whose job was taken from this worker.
@@ -412,6 +414,14 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// A cancel (Pipeline.Cancel, River's JobCancel) does reach it: River
+	// cancels its own context with ErrJobCancelledRemotely.
+	stopCancelWatch := context.AfterFunc(rctx, func() {
+		if errors.Is(context.Cause(rctx), river.ErrJobCancelledRemotely) {
+			cancel(errCancelled)
+		}
+	})
+	defer stopCancelWatch()
 	w.running.add(job.ID, job.Args.JobKind, cancel)
 	defer w.running.remove(job.ID)
 	stopBeat := w.p.heartbeat(ctx, job.ID, job.Attempt, cancel)
@@ -437,6 +447,10 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 			w.p.back.wake()
 			w.p.wakeWaiting(ctx, job.Queue)
 		}
+	case errors.Is(cause, errCancelled):
+		// Cancelled while it ran: River records the job cancelled (a
+		// dead letter) from its own context's cause.
+		o.State, o.Err, o.Reason = JobDead, errCancelled, "cancelled"
 	case errors.Is(cause, errReleased):
 		o.State, o.Err = JobReleased, errReleased
 		err = river.JobSnooze(0)

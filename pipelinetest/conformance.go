@@ -191,6 +191,12 @@ func (b *bundle) list(t *testing.T, opts pipeline.ListOptions) []*pipeline.JobIn
 	return jobs
 }
 
+func reversed(ids []int64) []int64 {
+	out := slices.Clone(ids)
+	slices.Reverse(out)
+	return out
+}
+
 func (b *bundle) listIDs(t *testing.T, opts pipeline.ListOptions) []int64 {
 	t.Helper()
 	var ids []int64
@@ -1140,6 +1146,13 @@ func (s *suite) testList(t *testing.T) {
 		{pipeline.ListOptions{State: "available", Kind: "alpha"}, nil},
 		{pipeline.ListOptions{State: pipeline.StateDead, Kind: "beta"}, nil},
 		{pipeline.ListOptions{Kind: "gamma"}, nil},
+		{pipeline.ListOptions{Newest: true, PageSize: 2}, reversed(all)},
+		{pipeline.ListOptions{AfterID: alpha[2], PageSize: 2}, []int64{alpha[3], alpha[4], beta}},
+		{pipeline.ListOptions{Newest: true, AfterID: alpha[2], PageSize: 1}, []int64{alpha[1], alpha[0]}},
+		{pipeline.ListOptions{Newest: true, State: pipeline.StateDead, Limit: 1}, []int64{alpha[3]}},
+		{pipeline.ListOptions{Newest: true, State: pipeline.StateDead, AfterID: alpha[3]}, []int64{alpha[1]}},
+		{pipeline.ListOptions{Tenants: []string{"acme", "globex"}, Kind: "beta"}, []int64{beta}},
+		{pipeline.ListOptions{Tenants: []string{"globex"}}, nil},
 	} {
 		if got := b.listIDs(t, tc.opts); !slices.Equal(got, tc.want) {
 			t.Errorf("List(%+v) = %v, want %v", tc.opts, got, tc.want)

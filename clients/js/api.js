@@ -117,6 +117,10 @@ export class Verifier extends Transform {
  * sha256, size, cleanup}: the body is read once to hash it (a stream is
  * spooled to a temporary file on the way) and then opened again to send.
  */
+function listQuery({ kind, state, tenants = [], limit, after }) {
+  return [['kind', kind], ['state', state], ['limit', limit], ['after', after], ...tenants.map((t) => ['tenant', t])];
+}
+
 async function measure(body) {
   if (body == null) return null;
   if (typeof body === 'string' || body instanceof Uint8Array) {
@@ -229,6 +233,44 @@ export class Client {
   /** The job (schema Job: id, kind, tenant, state, dead, attempts, max_attempts, reason, error, created_at, finalized_at, has_result). */
   job(id) {
     return this.json('GET', `/v1/jobs/${encodeURIComponent(id)}`);
+  }
+
+  /**
+   * A page of jobs, newest first (GET /v1/jobs): of tenants (each one the
+   * token's), else of all the token's tenants; kind and state filter
+   * (state: dead, sent, retrying, or River's available, running,
+   * retryable, scheduled, completed, cancelled, discarded, pending). limit
+   * is 1 to 1000 (default 100). Resolves to {jobs: [Job, ...], next_after}:
+   * pass next_after as after for the next page (absent on the last).
+   * Rejects with APIError 400, 403 ticket-forbidden.
+   */
+  listJobs({ kind, state, tenants = [], limit, after } = {}) {
+    return this.json('GET', '/v1/jobs', { query: listQuery({ kind, state, tenants, limit, after }) });
+  }
+
+  /** A page of dead letters, newest first (GET /v1/dead), with their reason and error; filters and paging as listJobs. */
+  listDead({ kind, tenants = [], limit, after } = {}) {
+    return this.json('GET', '/v1/dead', { query: listQuery({ kind, tenants, limit, after }) });
+  }
+
+  /**
+   * Cancel a job that has not finished (POST /v1/jobs/{id}/cancel): a
+   * queued one at once, a running one when its handler returns. Resolves to
+   * the Job (a cancelled job is a dead letter). Rejects with APIError 409
+   * job-finished, 404 job-not-found (also for another tenant's job).
+   */
+  cancel(id) {
+    return this.json('POST', `/v1/jobs/${encodeURIComponent(id)}/cancel`);
+  }
+
+  /**
+   * Send a dead letter back to its queue (POST /v1/dead/{id}/replay) once
+   * the server checked its payload still exists. Resolves to the Job.
+   * Rejects with APIError 409 payload-missing (expired or deleted), 409
+   * not-dead, 404 job-not-found.
+   */
+  replay(id) {
+    return this.json('POST', `/v1/dead/${encodeURIComponent(id)}/replay`);
   }
 
   /**

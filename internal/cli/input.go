@@ -3,25 +3,26 @@ package cli
 // Reading a payload to submit: a file or standard input.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"os"
 	"path/filepath"
+
+	"github.com/claimcheck/claimcheck/pipeline"
 )
 
-// errEmptyPayload refuses a 0-byte payload unless --allow-empty: an empty
-// upload is far more often a failed download than a job.
-var errEmptyPayload = errors.New("payload is empty (0 bytes); pass --allow-empty if that is intended")
+// errEmptyPayload refuses a 0-byte payload unless --allow-empty (see
+// pipeline.ErrEmptyPayload, which it wraps).
+var errEmptyPayload = fmt.Errorf("%w; pass --allow-empty if that is intended", pipeline.ErrEmptyPayload)
 
 // refuseEmpty returns r, the payload read from what, of size bytes as
 // openInput gives it (-1: standard input, size unknown), such that an
-// empty payload fails with errEmptyPayload before anything is stored. A
-// file is returned as it is once its size is known not to be 0: the
-// check-in then reads the file itself twice rather than spool it
+// empty payload fails with pipeline.ErrEmptyPayload before anything is
+// stored. A file is returned as it is once its size is known not to be
+// 0: the check-in then reads the file itself twice rather than spool it
 // (claimcheck.Store.CheckIn), which a wrapper would hide. A stream is
-// wrapped in a nonEmpty.
+// wrapped in pipeline.NonEmpty.
 func refuseEmpty(r io.Reader, what string, size int64) (io.Reader, error) {
 	switch {
 	case size == 0:
@@ -29,24 +30,7 @@ func refuseEmpty(r io.Reader, what string, size int64) (io.Reader, error) {
 	case size > 0:
 		return r, nil
 	}
-	return &nonEmpty{r: r, what: what}, nil
-}
-
-// nonEmpty fails at EOF if no byte was read, so the check-in stops before
-// anything is enqueued.
-type nonEmpty struct {
-	r    io.Reader
-	what string
-	n    int64
-}
-
-func (e *nonEmpty) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	e.n += int64(n)
-	if err == io.EOF && e.n == 0 {
-		return n, fmt.Errorf("%s: %w", e.what, errEmptyPayload)
-	}
-	return n, err
+	return pipeline.NonEmpty(r, what), nil
 }
 
 // openInput opens FILE or "-" (stdin) and returns it, its media type (from

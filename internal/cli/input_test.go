@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/claimcheck/claimcheck/pipeline"
 )
 
 // TestRefuseEmpty: a regular file, opened by openInput, is handed to the
@@ -49,8 +51,8 @@ func TestRefuseEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.ReadAll(r); !errors.Is(err, errEmptyPayload) {
-		t.Errorf("empty stream: %v, want errEmptyPayload at its end", err)
+	if _, err := io.ReadAll(r); !errors.Is(err, pipeline.ErrEmptyPayload) {
+		t.Errorf("empty stream: %v, want pipeline.ErrEmptyPayload at its end", err)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -117,7 +117,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func exitCode(err error) int {
 	var ue usageError
 	if errors.As(err, &ue) || errors.Is(err, claimcheck.ErrConfig) || errors.Is(err, claimcheck.ErrTicketInvalid) ||
-		errors.Is(err, errEmptyPayload) || strings.HasPrefix(err.Error(), "unknown command") {
+		errors.Is(err, pipeline.ErrEmptyPayload) || strings.HasPrefix(err.Error(), "unknown command") {
 		return 2
 	}
 	return 1

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/claimcheck/claimcheck/internal/httpapi"
 	"github.com/claimcheck/claimcheck/resulturl"
 )
 
@@ -87,7 +88,7 @@ func (o *serveOptions) runIn(ctx context.Context, s streams, e *env) error {
 		return err
 	}
 	defer api.Close()
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: httpapi.ServerMaxHeaderBytes}
 	fmt.Fprintf(s.out, "serving signed result URLs on %s://%s%s\n", scheme, ln.Addr(), resulturl.PathPrefix)
 	fmt.Fprintf(s.out, "HTTP API on %s://%s/v1/ (%s)\n", scheme, ln.Addr(), apiAccess(ctx, e))
 	fmt.Fprintf(s.out, "web console on %s://%s/ (from this host; from others with a token)\n", scheme, ln.Addr())

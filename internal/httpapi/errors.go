@@ -19,6 +19,21 @@ const (
 	ReasonIdempotencyConflict = "idempotency-conflict"
 	ReasonDigestMismatch      = "digest-mismatch"
 	ReasonTooManyRequests     = "too-many-requests"
+	// ReasonPayloadEmpty: a submit's body is empty and allow_empty=true
+	// was not given (pipeline.ErrEmptyPayload); 422.
+	ReasonPayloadEmpty = "payload-empty"
+	// ReasonJobFinished: a cancel of a job that already finished
+	// (pipeline.ErrJobFinished); 409.
+	ReasonJobFinished = "job-finished"
+	// ReasonNotDead: a replay of a job that is not a dead letter
+	// (pipeline.ErrNotDead); 409.
+	ReasonNotDead = "not-dead"
+	// ReasonMethodNotAllowed: the path is a route, not for this method;
+	// 405 with Allow.
+	ReasonMethodNotAllowed = "method-not-allowed"
+	// ReasonHeadersTooLarge: the request's headers exceed MaxHeaderBytes;
+	// 431.
+	ReasonHeadersTooLarge = "headers-too-large"
 )
 
 // Error is the JSON body of every refusal and failure.
@@ -54,11 +69,24 @@ func classify(err error) *Error {
 	e := &Error{Reason: claimcheck.Reason(err), Message: err.Error(), Permanent: claimcheck.IsPermanent(err)}
 	var mbe *http.MaxBytesError
 	switch {
+	case errors.Is(err, pipeline.ErrEmptyPayload):
+		e.Reason, e.Permanent, e.status = ReasonPayloadEmpty, true, http.StatusUnprocessableEntity
+		return e
 	case errors.Is(err, errDigestMismatch):
 		e.Reason, e.Permanent, e.status = ReasonDigestMismatch, true, http.StatusUnprocessableEntity
 		return e
 	case errors.Is(err, pipeline.ErrIdempotencyConflict):
 		e.Reason, e.Permanent, e.status = ReasonIdempotencyConflict, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrJobFinished):
+		e.Reason, e.Permanent, e.status = ReasonJobFinished, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrNotDead):
+		e.Reason, e.Permanent, e.status = ReasonNotDead, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrPayloadGone):
+		// A replay refused as `claimcheck dead replay` refuses it.
+		e.Reason, e.Permanent, e.status = claimcheck.ReasonPayloadMissing, true, http.StatusConflict
 		return e
 	case errors.Is(err, pipeline.ErrJobNotFound):
 		e.Reason, e.Permanent, e.status = ReasonJobNotFound, true, http.StatusNotFound

@@ -47,11 +47,12 @@ func FuzzParseContentDigest(f *testing.F) {
 // FuzzParseSubmitQuery: whatever the query, an accepted one has a valid
 // kind and tenant and in-range numbers.
 func FuzzParseSubmitQuery(f *testing.F) {
-	for _, s := range []string{"kind=render&tenant=acme", "kind=render&tenant=acme&priority=4&max_attempts=3", "kind=a&kind=b&tenant=x", "tenant=%zz", "kind=render&tenant=acme&priority=-1", "&&&", "kind=r%00&tenant=a"} {
+	for _, s := range []string{"kind=render&tenant=acme", "kind=render&tenant=acme&priority=4&max_attempts=3", "kind=render&tenant=acme&allow_empty=true", "kind=render&tenant=acme&allow_empty=yes", "kind=a&kind=b&tenant=x", "tenant=%zz", "kind=render&tenant=acme&priority=-1", "&&&", "kind=r%00&tenant=a"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
-		kind, tenant, prio, attempts, err := httpapi.ParseSubmitQuery(q)
+		sq, err := httpapi.ParseSubmitQuery(q)
+		kind, tenant, prio, attempts := sq.Kind, sq.Tenant, sq.Priority, sq.MaxAttempts
 		if err != nil {
 			if !utf8.ValidString(err.Error()) && utf8.ValidString(q) {
 				t.Fatalf("error message is not UTF-8: %q", err)

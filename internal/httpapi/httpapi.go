@@ -118,8 +118,12 @@ type Route struct{ Method, Pattern string }
 func (a *API) Routes() []Route {
 	return []Route{
 		{"POST", "/v1/jobs"},
+		{"GET", "/v1/jobs"},
 		{"GET", "/v1/jobs/{id}"},
 		{"GET", "/v1/jobs/{id}/result"},
+		{"POST", "/v1/jobs/{id}/cancel"},
+		{"GET", "/v1/dead"},
+		{"POST", "/v1/dead/{id}/replay"},
 		{"POST", "/v1/claims"},
 		{"GET", "/v1/claims/{lease}/payload"},
 		{"POST", "/v1/claims/{lease}/extend"},
@@ -156,6 +160,10 @@ func New(o Options) (*API, error) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	handlers := map[string]func(http.ResponseWriter, *http.Request, *principal) *Error{
 		"POST /v1/jobs":                    a.submit,
+		"GET /v1/jobs":                     a.listJobs,
+		"POST /v1/jobs/{id}/cancel":        a.cancelJob,
+		"GET /v1/dead":                     a.listDead,
+		"POST /v1/dead/{id}/replay":        a.replayDead,
 		"GET /v1/jobs/{id}":                a.getJob,
 		"GET /v1/jobs/{id}/result":         a.getResult,
 		"POST /v1/claims":                  a.claim,
@@ -168,10 +176,31 @@ func New(o Options) (*API, error) {
 		h := handlers[rt.Method+" "+rt.Pattern]
 		a.mux.Handle(rt.Method+" "+rt.Pattern, a.guard(h))
 	}
-	a.mux.Handle(PathPrefix, a.guard(func(http.ResponseWriter, *http.Request, *principal) *Error {
+	a.mux.Handle(PathPrefix, a.guard(func(w http.ResponseWriter, r *http.Request, _ *principal) *Error {
+		if allow := a.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			return refusal(http.StatusMethodNotAllowed, ReasonMethodNotAllowed, fmt.Sprintf("%s is not allowed on this route: %s is (see docs/openapi.yaml)", truncate(r.Method, 16), strings.Join(allow, ", ")))
+		}
 		return refusal(http.StatusNotFound, ReasonBadRequest, "no such API route (see docs/openapi.yaml)")
 	}))
 	return a, nil
+}
+
+// allowed returns the methods r's path is routed for, in Routes' order
+// (none: no route has the path).
+func (a *API) allowed(r *http.Request) []string {
+	var allow []string
+	for _, rt := range a.Routes() {
+		if slices.Contains(allow, rt.Method) {
+			continue
+		}
+		probe := *r
+		probe.Method = rt.Method
+		if _, pattern := a.mux.Handler(&probe); pattern != PathPrefix && pattern != "" {
+			allow = append(allow, rt.Method)
+		}
+	}
+	return allow
 }
 
 // Handler is the API's handler, for a mux's PathPrefix.
@@ -204,7 +233,13 @@ func (a *API) guard(h func(http.ResponseWriter, *http.Request, *principal) *Erro
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		pr, e := a.authenticate(r)
+		var pr *principal
+		var e *Error
+		if n := headerBytes(r.Header); n > MaxHeaderBytes {
+			e = refusal(http.StatusRequestHeaderFieldsTooLarge, ReasonHeadersTooLarge, fmt.Sprintf("request headers of %d bytes, above the maximum of %d bytes", n, MaxHeaderBytes))
+		} else {
+			pr, e = a.authenticate(r)
+		}
 		if e == nil {
 			e = h(w, r, pr)
 		}
@@ -217,6 +252,29 @@ func (a *API) guard(h func(http.ResponseWriter, *http.Request, *principal) *Erro
 			writeError(w, e)
 		}
 	})
+}
+
+// MaxHeaderBytes is the most request header bytes (names, values and
+// their separators) the API takes; more gets 431 headers-too-large with
+// the JSON body of every refusal. A server mounting the API sets
+// http.Server.MaxHeaderBytes to ServerMaxHeaderBytes, above this: beyond
+// that net/http itself refuses the request before the API sees it (431,
+// text/plain).
+const MaxHeaderBytes = 64 << 10
+
+// ServerMaxHeaderBytes is the http.Server.MaxHeaderBytes of a server
+// mounting the API (`claimcheck serve`): 1 MiB, net/http's default.
+const ServerMaxHeaderBytes = 1 << 20
+
+// headerBytes counts h's bytes as they travel: "Name: value\r\n" each.
+func headerBytes(h http.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // DrainLimit is how much of a refused request's unread body, in bytes, the
@@ -344,40 +402,51 @@ type Submitted struct {
 	Ticket      TicketSummary `json:"ticket"`
 }
 
-// submitQuery is a submit's query, parsed and checked.
-type submitQuery struct {
-	kind, tenant          string
-	priority, maxAttempts int
+// SubmitQuery is a submit's query, checked by ParseSubmitQuery.
+type SubmitQuery struct {
+	// Kind and Tenant are required (pipeline.ValidateKind,
+	// claimcheck.ValidateTenant).
+	Kind, Tenant string
+	// Priority (1-4) and MaxAttempts (1-100) are 0 when not given.
+	Priority, MaxAttempts int
+	// AllowEmpty accepts a 0-byte payload (allow_empty=true); otherwise
+	// one is refused with 422 payload-empty (pipeline.ErrEmptyPayload), as
+	// `claimcheck submit` refuses it without --allow-empty.
+	AllowEmpty bool
 }
 
 // ParseSubmitQuery checks a submit's query string: kind and tenant
-// (required, once each: pipeline.ValidateKind, claimcheck.ValidateTenant),
-// priority (1-4) and max_attempts (1-100), optional. Errors: a plain
-// error naming the parameter.
-func ParseSubmitQuery(raw string) (kind, tenant string, priority, maxAttempts int, err error) {
-	q, err := parseQuery(raw, "kind", "tenant", "priority", "max_attempts")
+// (required, once each), priority (1-4), max_attempts (1-100) and
+// allow_empty (true or false), optional. Errors: a plain error naming the
+// parameter.
+func ParseSubmitQuery(raw string) (SubmitQuery, error) {
+	var sq SubmitQuery
+	q, err := parseQuery(raw, "kind", "tenant", "priority", "max_attempts", "allow_empty")
 	if err != nil {
-		return "", "", 0, 0, err
+		return sq, err
 	}
-	if kind, err = one(q, "kind", true); err != nil {
-		return
+	if sq.Kind, err = one(q, "kind", true); err != nil {
+		return SubmitQuery{}, err
 	}
-	if err = pipeline.ValidateKind(kind); err != nil {
-		return "", "", 0, 0, fmt.Errorf("kind: %w", err)
+	if err = pipeline.ValidateKind(sq.Kind); err != nil {
+		return SubmitQuery{}, fmt.Errorf("kind: %w", err)
 	}
-	if tenant, err = one(q, "tenant", true); err != nil {
-		return
+	if sq.Tenant, err = one(q, "tenant", true); err != nil {
+		return SubmitQuery{}, err
 	}
-	if err = claimcheck.ValidateTenant(tenant); err != nil {
-		return "", "", 0, 0, fmt.Errorf("tenant: %w", err)
+	if err = claimcheck.ValidateTenant(sq.Tenant); err != nil {
+		return SubmitQuery{}, fmt.Errorf("tenant: %w", err)
 	}
-	if priority, err = intParam(q, "priority", 1, 4); err != nil {
-		return
+	if sq.Priority, err = intParam(q, "priority", 1, 4); err != nil {
+		return SubmitQuery{}, err
 	}
-	if maxAttempts, err = intParam(q, "max_attempts", 1, 100); err != nil {
-		return
+	if sq.MaxAttempts, err = intParam(q, "max_attempts", 1, 100); err != nil {
+		return SubmitQuery{}, err
 	}
-	return kind, tenant, priority, maxAttempts, nil
+	if sq.AllowEmpty, err = boolParam(q, "allow_empty"); err != nil {
+		return SubmitQuery{}, err
+	}
+	return sq, nil
 }
 
 // parseQuery parses a query string, refusing parameters not in known.
@@ -433,6 +502,21 @@ func intParam(q map[string][]string, name string, lo, hi int) (int, error) {
 	return n, nil
 }
 
+// boolParam is an optional parameter "true" or "false" (false when not
+// given).
+func boolParam(q map[string][]string, name string) (bool, error) {
+	s, err := one(q, name, false)
+	switch {
+	case err != nil:
+		return false, err
+	case s == "" || s == "false":
+		return false, nil
+	case s == "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s must be true or false", name)
+}
+
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "…"
@@ -440,14 +524,17 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// submit is POST /v1/jobs.
+// submit is POST /v1/jobs. An empty body is refused (422 payload-empty)
+// unless allow_empty=true: from its Content-Length before anything is
+// read, or, for a body of unknown length, at its end, before anything is
+// enqueued (pipeline.NonEmpty).
 func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *principal) *Error {
-	kind, tenant, priority, maxAttempts, err := ParseSubmitQuery(r.URL.RawQuery)
+	sq, err := ParseSubmitQuery(r.URL.RawQuery)
 	if err != nil {
 		return refusal(http.StatusBadRequest, claimcheck.ReasonTicketInvalid, err.Error())
 	}
-	if !pr.allows(tenant) {
-		return pr.forbid(tenant)
+	if !pr.allows(sq.Tenant) {
+		return pr.forbid(sq.Tenant)
 	}
 	want, hasDigest, err := ParseContentDigest(r.Header.Get("Content-Digest"))
 	if err != nil {
@@ -458,12 +545,18 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *principal) *Err
 		return refusal(http.StatusRequestEntityTooLarge, claimcheck.ReasonPayloadTooLarge,
 			fmt.Sprintf("payload of %d bytes, above the maximum of %d bytes: nothing stored", r.ContentLength, a.o.MaxPayloadSize))
 	}
+	if !sq.AllowEmpty && r.ContentLength == 0 {
+		return classify(fmt.Errorf("request body: %w", pipeline.ErrEmptyPayload))
+	}
 	var body io.Reader = a.body(w, r)
+	if !sq.AllowEmpty {
+		body = pipeline.NonEmpty(body, "request body")
+	}
 	if hasDigest {
 		body = newDigestReader(body, want)
 	}
-	res, err := a.p.Enqueue(r.Context(), kind, tenant, body, &pipeline.EnqueueOptions{
-		IdempotencyKey: idem, Priority: priority, MaxAttempts: maxAttempts,
+	res, err := a.p.Enqueue(r.Context(), sq.Kind, sq.Tenant, body, &pipeline.EnqueueOptions{
+		IdempotencyKey: idem, Priority: sq.Priority, MaxAttempts: sq.MaxAttempts,
 		CheckIn: claimcheck.CheckInOptions{ContentType: r.Header.Get("Content-Type")},
 	})
 	if err != nil {
@@ -473,7 +566,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *principal) *Err
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, Submitted{ID: res.JobID, Kind: kind, Tenant: tenant, Duplicate: res.Duplicate, TicketBytes: res.TicketBytes, Ticket: summary(res.Ticket)})
+	writeJSON(w, status, Submitted{ID: res.JobID, Kind: sq.Kind, Tenant: sq.Tenant, Duplicate: res.Duplicate, TicketBytes: res.TicketBytes, Ticket: summary(res.Ticket)})
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,6 +270,7 @@ func TestAPI(t *testing.T) {
 			t.Run("Refusals", func(t *testing.T) { testRefusals(t, be) })
 			t.Run("Tenants", func(t *testing.T) { testTenants(t, be) })
 			t.Run("LeaseExpires", func(t *testing.T) { testLeaseExpires(t, be) })
+			t.Run("ListCancelReplay", func(t *testing.T) { testListCancelReplay(t, be) })
 		})
 	}
 }
@@ -413,7 +415,16 @@ func testRefusals(t *testing.T, be backend) {
 
 	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", bytes.NewReader(make([]byte, 5<<20)), nil)
 	f.want(resp, body, 413, claimcheck.ReasonPayloadTooLarge)
-	for _, q := range []string{"kind=Render&tenant=acme", "tenant=acme", "kind=render", "kind=render&tenant=acme&tenant=globex", "kind=render&tenant=acme&bogus=1", "kind=render&tenant=acme&priority=9", "kind=render&tenant=ac%zz"} {
+	// An empty body, by its Content-Length and chunked (its length
+	// unknown until its end), as `claimcheck submit` without --allow-empty.
+	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme", "", http.NoBody, nil)
+	f.want(resp, body, 422, httpapi.ReasonPayloadEmpty)
+	resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme&allow_empty=false", "", io.MultiReader(), nil)
+	f.want(resp, body, 422, httpapi.ReasonPayloadEmpty)
+	if n, objs := f.jobCount(), f.objects(); n != 0 || len(objs) != 0 {
+		t.Fatalf("after empty submits: %d jobs, %d objects; want none", n, len(objs))
+	}
+	for _, q := range []string{"kind=render&tenant=acme&allow_empty=yes", "kind=Render&tenant=acme", "tenant=acme", "kind=render", "kind=render&tenant=acme&tenant=globex", "kind=render&tenant=acme&bogus=1", "kind=render&tenant=acme&priority=9", "kind=render&tenant=ac%zz"} {
 		resp, body = f.do("POST", "/v1/jobs?"+q, "", strings.NewReader("x"), nil)
 		f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
 	}
@@ -431,6 +442,37 @@ func testRefusals(t *testing.T, be backend) {
 	f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
 	if n, objs := f.jobCount(), f.objects(); n != 0 || len(objs) != 0 {
 		t.Fatalf("after the refusals: %d jobs, %d objects; want none", n, len(objs))
+	}
+	// allow_empty=true: an empty payload is a job, by Content-Length or
+	// chunked.
+	for _, b := range []io.Reader{http.NoBody, io.MultiReader()} {
+		resp, body = f.do("POST", "/v1/jobs?kind=render&tenant=acme&allow_empty=true", "", b, nil)
+		f.want(resp, body, 201, "")
+		var s httpapi.Submitted
+		if err := json.Unmarshal(body, &s); err != nil || s.Ticket.Size != 0 {
+			t.Fatalf("empty submit with allow_empty=true: %s (%v), want a job of 0 bytes", body, err)
+		}
+	}
+
+	// A route's path with another method: 405 with Allow and the JSON
+	// body; headers over MaxHeaderBytes: 431 with it (not net/http's
+	// text/plain). Sent around the validator: the document has no such
+	// operations.
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/v1/claims", "POST"}, {"DELETE", "/v1/jobs", "POST, GET"}, {"GET", "/v1/jobs/1/cancel", "POST"},
+		{"POST", "/v1/dead", "GET"}, {"PUT", "/v1/claims/0123/payload", "GET"},
+	} {
+		status, hdr, e := rawJSON(t, c.method, f.srv.URL+c.path, nil)
+		if status != 405 || hdr.Get("Allow") != c.allow || e.Reason != httpapi.ReasonMethodNotAllowed || e.Message == "" || !e.Permanent {
+			t.Errorf("%s %s: %d Allow %q %+v, want 405 Allow %q method-not-allowed", c.method, c.path, status, hdr.Get("Allow"), e, c.allow)
+		}
+	}
+	if status, _, e := rawJSON(t, "GET", f.srv.URL+"/v1/nothing", nil); status != 404 || e.Reason != httpapi.ReasonBadRequest {
+		t.Errorf("GET /v1/nothing: %d %+v, want 404 bad-request", status, e)
+	}
+	status, _, e := rawJSON(t, "GET", f.srv.URL+"/v1/jobs/1", map[string]string{"X-Big": strings.Repeat("x", httpapi.MaxHeaderBytes)})
+	if status != 431 || e.Reason != httpapi.ReasonHeadersTooLarge || e.Message == "" {
+		t.Errorf("oversized headers: %d %+v, want 431 headers-too-large", status, e)
 	}
 
 	// Without tokens, another host gets nothing; with one, a request
@@ -576,6 +618,191 @@ func testTenants(t *testing.T, be backend) {
 	}
 }
 
+// rawJSON sends a request without the validator and decodes its JSON
+// error body (failing the test if it is not JSON).
+func rawJSON(t *testing.T, method, url string, hdr map[string]string) (int, http.Header, httpapi.Error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var e httpapi.Error
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || json.Unmarshal(body, &e) != nil {
+		t.Errorf("%s %s: %d %s %q, want a JSON error body", method, url, resp.StatusCode, ct, body)
+	}
+	return resp.StatusCode, resp.Header, e
+}
+
+// list GETs a listing and decodes it.
+func (f *fixture) list(path, token string) httpapi.JobList {
+	f.t.Helper()
+	resp, body := f.do("GET", path, token, nil, nil)
+	f.want(resp, body, 200, "")
+	var l httpapi.JobList
+	if err := json.Unmarshal(body, &l); err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+func ids(l httpapi.JobList) []int64 {
+	var out []int64
+	for _, j := range l.Jobs {
+		out = append(out, j.ID)
+	}
+	return out
+}
+
+// sameAsMissing checks that a request on another tenant's job id answers
+// exactly as on a missing id: 404 job-not-found, the same body.
+func (f *fixture) sameAsMissing(method, pathf, token string, other int64) {
+	f.t.Helper()
+	resp, body := f.do(method, fmt.Sprintf(pathf, other), token, nil, nil)
+	f.want(resp, body, 404, httpapi.ReasonJobNotFound)
+	got := strings.ReplaceAll(string(body), strconv.FormatInt(other, 10), "ID")
+	missing := other + 1000
+	resp, body = f.do(method, fmt.Sprintf(pathf, missing), token, nil, nil)
+	f.want(resp, body, 404, httpapi.ReasonJobNotFound)
+	if want := strings.ReplaceAll(string(body), strconv.FormatInt(missing, 10), "ID"); got != want {
+		f.t.Errorf("%s %s on another tenant's job answers %s, on a missing one %s: want the same", method, pathf, got, want)
+	}
+}
+
+// testListCancelReplay: GET /v1/jobs and /v1/dead list the token's
+// tenants' jobs only, newest first, by kind and state, a page at a time;
+// cancel and replay act as `claimcheck dead replay` does (409 job-finished,
+// not-dead, payload-missing), and another tenant's job is a missing one.
+func testListCancelReplay(t *testing.T, be backend) {
+	f := newFixture(t, be, httpapi.Options{})
+	acme, _, err := f.tokens.Create(t.Context(), "acme", []string{"acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	globex, _, err := f.tokens.Create(t.Context(), "globex", []string{"globex"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1 := f.submit("render", "acme", acme, []byte("one"), nil)
+	g1 := f.submit("render", "globex", globex, []byte("globex"), nil)
+	a2 := f.submit("render", "acme", acme, randomBytes(100<<10), nil) // offloaded
+	a3 := f.submit("mail", "acme", acme, []byte("three"), nil)
+
+	if got, want := ids(f.list("/v1/jobs", acme)), []int64{a3.ID, a2.ID, a1.ID}; !slices.Equal(got, want) {
+		t.Fatalf("acme's jobs: %v, want %v (newest first, no globex job)", got, want)
+	}
+	if got := ids(f.list("/v1/jobs", globex)); !slices.Equal(got, []int64{g1.ID}) {
+		t.Fatalf("globex's jobs: %v, want [%d]", got, g1.ID)
+	}
+	page := f.list("/v1/jobs?limit=2", acme)
+	if got := ids(page); !slices.Equal(got, []int64{a3.ID, a2.ID}) || page.NextAfter != a2.ID {
+		t.Fatalf("first page: %v next %d, want [%d %d] next %d", got, page.NextAfter, a3.ID, a2.ID, a2.ID)
+	}
+	page = f.list(fmt.Sprintf("/v1/jobs?limit=2&after=%d", page.NextAfter), acme)
+	if got := ids(page); !slices.Equal(got, []int64{a1.ID}) || page.NextAfter != 0 {
+		t.Fatalf("second page: %v next %d, want [%d], no next", got, page.NextAfter, a1.ID)
+	}
+	if got := ids(f.list("/v1/jobs?kind=mail", acme)); !slices.Equal(got, []int64{a3.ID}) {
+		t.Fatalf("kind=mail: %v, want [%d]", got, a3.ID)
+	}
+	if got := ids(f.list("/v1/jobs?state=available&kind=render&tenant=acme", acme)); !slices.Equal(got, []int64{a2.ID, a1.ID}) {
+		t.Fatalf("state=available kind=render: %v, want [%d %d]", got, a2.ID, a1.ID)
+	}
+	if got := ids(f.list("/v1/jobs?state=completed", acme)); len(got) != 0 {
+		t.Fatalf("state=completed: %v, want none", got)
+	}
+	resp, body := f.do("GET", "/v1/jobs?tenant=globex", acme, nil, nil)
+	f.want(resp, body, 403, claimcheck.ReasonTicketForbidden)
+	for _, q := range []string{"state=bogus", "kind=Bad", "limit=0", "limit=1001", "after=x", "bogus=1"} {
+		resp, body = f.do("GET", "/v1/jobs?"+q, acme, nil, nil)
+		f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
+	}
+	resp, body = f.do("GET", "/v1/dead?state=dead", acme, nil, nil)
+	f.want(resp, body, 400, claimcheck.ReasonTicketInvalid)
+
+	// Cancel: once; another tenant's job is a missing one.
+	resp, body = f.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", a1.ID), acme, nil, nil)
+	f.want(resp, body, 200, "")
+	var j pipeline.JobInfo
+	if err := json.Unmarshal(body, &j); err != nil || j.State != "cancelled" || !j.Dead {
+		t.Fatalf("cancelled job: %s (%v), want state cancelled, dead", body, err)
+	}
+	resp, body = f.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", a1.ID), acme, nil, nil)
+	f.want(resp, body, 409, httpapi.ReasonJobFinished)
+	f.sameAsMissing("POST", "/v1/jobs/%d/cancel", acme, g1.ID)
+	if j := f.job(g1.ID, globex); j.State != "available" {
+		t.Fatalf("globex's job after acme's cancel: %s, want available", j.State)
+	}
+	resp, body = f.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", a2.ID), acme, nil, nil)
+	f.want(resp, body, 200, "")
+
+	// Dead letters: acme's two, newest first, paged; none of globex's.
+	if got := ids(f.list("/v1/dead", acme)); !slices.Equal(got, []int64{a2.ID, a1.ID}) {
+		t.Fatalf("acme's dead letters: %v, want [%d %d]", got, a2.ID, a1.ID)
+	}
+	page = f.list("/v1/dead?limit=1", acme)
+	if got := ids(page); !slices.Equal(got, []int64{a2.ID}) || page.NextAfter != a2.ID {
+		t.Fatalf("dead, first page: %v next %d", got, page.NextAfter)
+	}
+	if got := ids(f.list(fmt.Sprintf("/v1/dead?limit=1&after=%d", a2.ID), acme)); !slices.Equal(got, []int64{a1.ID}) {
+		t.Fatalf("dead, second page: %v, want [%d]", got, a1.ID)
+	}
+	if got := ids(f.list("/v1/dead?kind=mail", acme)); len(got) != 0 {
+		t.Fatalf("dead of kind mail: %v, want none", got)
+	}
+	if got := ids(f.list("/v1/dead", globex)); len(got) != 0 {
+		t.Fatalf("globex's dead letters: %v, want none", got)
+	}
+
+	// Replay: a1 goes back; then it is not dead. a2's payload object is
+	// gone: refused, still dead.
+	f.sameAsMissing("POST", "/v1/dead/%d/replay", acme, g1.ID)
+	resp, body = f.do("POST", fmt.Sprintf("/v1/dead/%d/replay", a1.ID), acme, nil, nil)
+	f.want(resp, body, 200, "")
+	if err := json.Unmarshal(body, &j); err != nil || j.State != "available" || j.Dead {
+		t.Fatalf("replayed job: %s (%v), want available", body, err)
+	}
+	resp, body = f.do("POST", fmt.Sprintf("/v1/dead/%d/replay", a1.ID), acme, nil, nil)
+	f.want(resp, body, 409, httpapi.ReasonNotDead)
+	pj, err := f.p.Get(t.Context(), a2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Bucket().Delete(t.Context(), pj.Ticket().Key); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = f.do("POST", fmt.Sprintf("/v1/dead/%d/replay", a2.ID), acme, nil, nil)
+	f.want(resp, body, 409, claimcheck.ReasonPayloadMissing)
+	if j := f.job(a2.ID, acme); !j.Dead {
+		t.Fatalf("job whose payload is gone, after a refused replay: %s, want still dead", j.State)
+	}
+	// A running job (held for a remote worker): the cancel answers at
+	// once, the job is cancelled when its handler returns (its context
+	// cancelled), and the lease is gone.
+	a4 := f.submit("cancel-me", "acme", acme, []byte("four"), nil)
+	c, ok := f.claim("cancel-me", acme, "&wait=20")
+	if !ok || c.Job.ID != a4.ID {
+		t.Fatalf("claim: %+v %v, want job %d", c, ok, a4.ID)
+	}
+	resp, body = f.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", a4.ID), acme, nil, nil)
+	f.want(resp, body, 200, "")
+	f.waitJob(a4.ID, "cancelled", func(j pipeline.JobInfo) bool { return j.State == "cancelled" })
+	resp, body = f.do("POST", "/v1/claims/"+c.Lease+"/complete", acme, strings.NewReader("late"), nil)
+	f.want(resp, body, 404, httpapi.ReasonLeaseNotFound)
+	// Every route taking a job id answers another tenant's as a missing one.
+	for _, r := range []struct{ method, path string }{{"GET", "/v1/jobs/%d"}, {"GET", "/v1/jobs/%d/result"}, {"POST", "/v1/jobs/%d/cancel"}, {"POST", "/v1/dead/%d/replay"}} {
+		f.sameAsMissing(r.method, r.path, globex, a1.ID)
+	}
+}
+
 func mustResultKey(t *testing.T, f *fixture, id int64) string {
 	t.Helper()
 	j, err := f.p.Get(t.Context(), id)
@@ -639,8 +866,24 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	documented := map[string]bool{}
 	for path, item := range doc.Paths.Map() {
-		for method := range item.Operations() {
+		for method, op := range item.Operations() {
 			documented[method+" "+path] = true
+			// Every refusal and failure has the JSON Error body, and every
+			// route may answer 401 and 431.
+			for _, code := range []string{"401", "431"} {
+				if op.Responses.Value(code) == nil {
+					t.Errorf("%s %s: no %s answer documented", method, path, code)
+				}
+			}
+			for code, r := range op.Responses.Map() {
+				if code < "400" {
+					continue
+				}
+				mt := r.Value.Content.Get("application/json")
+				if mt == nil || mt.Schema == nil || mt.Schema.Ref != "#/components/schemas/Error" {
+					t.Errorf("%s %s: answer %s has no JSON Error body", method, path, code)
+				}
+			}
 		}
 	}
 	for r := range routes {

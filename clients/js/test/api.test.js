@@ -239,3 +239,29 @@ test('Content-Digest', () => {
   assert.equal(parseContentDigest('sha-512=:AAAA:'), null);
   assert.throws(() => parseContentDigest('sha-256=:AAAA:'));
 });
+
+test('list jobs, cancel, list dead letters, replay', { skip }, async () => {
+  const c = new Client();
+  const k = kind('list');
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push((await c.submit(`job ${i}`, k, TENANT)).id);
+  const newest = [...ids].reverse();
+  const page = await c.listJobs({ kind: k, limit: 2 });
+  assert.deepEqual(page.jobs.map((j) => j.id), newest.slice(0, 2));
+  const rest = await c.listJobs({ kind: k, limit: 2, after: page.next_after });
+  assert.deepEqual(rest.jobs.map((j) => j.id), newest.slice(2));
+  assert.equal(rest.next_after, undefined);
+  assert.ok((await c.listJobs()).jobs.every((j) => j.tenant === TENANT));
+
+  let j = await c.cancel(ids[0]);
+  assert.deepEqual([j.state, j.dead], ['cancelled', true]);
+  await assert.rejects(c.cancel(ids[0]), (e) => e instanceof APIError && e.status === 409 && e.reason === 'job-finished');
+  assert.deepEqual((await c.listDead({ kind: k })).jobs.map((j) => j.id), [ids[0]]);
+  assert.deepEqual((await c.listJobs({ kind: k, state: 'available' })).jobs.map((j) => j.id), newest.slice(0, 2));
+
+  j = await c.replay(ids[0]);
+  assert.deepEqual([j.state, j.dead], ['available', false]);
+  await assert.rejects(c.replay(ids[0]), (e) => e instanceof APIError && e.status === 409 && e.reason === 'not-dead');
+  assert.deepEqual((await c.listDead({ kind: k })).jobs, []);
+  await assert.rejects(c.cancel(10 ** 15), (e) => e instanceof APIError && e.status === 404 && e.reason === 'job-not-found');
+});

@@ -508,6 +508,68 @@ class Client
     }
 
     /**
+     * A page of jobs, newest first (GET /v1/jobs): of $tenants (each one
+     * the token's), else of all the token's tenants; $kind and $state
+     * filter (state: dead, sent, retrying, or River's available, running,
+     * retryable, scheduled, completed, cancelled, discarded, pending).
+     * $limit is 1 to 1000 (default 100). Returns ['jobs' => [Job, ...],
+     * 'next_after' => id]: pass next_after as $after for the next page (it
+     * is absent on the last). Throws ApiError 400, 403 ticket-forbidden.
+     *
+     * @param list<string> $tenants
+     */
+    public function listJobs(?string $kind = null, ?string $state = null, array $tenants = [], ?int $limit = null, ?int $after = null): array
+    {
+        return $this->json('GET', '/v1/jobs', self::listQuery($kind, $state, $tenants, $limit, $after));
+    }
+
+    /**
+     * A page of dead letters, newest first (GET /v1/dead), with their
+     * reason and error; filters and paging as listJobs.
+     *
+     * @param list<string> $tenants
+     */
+    public function listDead(?string $kind = null, array $tenants = [], ?int $limit = null, ?int $after = null): array
+    {
+        return $this->json('GET', '/v1/dead', self::listQuery($kind, null, $tenants, $limit, $after));
+    }
+
+    /**
+     * @param list<string> $tenants
+     * @return list<array{0:string, 1:mixed}>
+     */
+    private static function listQuery(?string $kind, ?string $state, array $tenants, ?int $limit, ?int $after): array
+    {
+        $query = [['kind', $kind], ['state', $state], ['limit', $limit], ['after', $after]];
+        foreach ($tenants as $t) {
+            $query[] = ['tenant', $t];
+        }
+        return $query;
+    }
+
+    /**
+     * Cancel a job that has not finished (POST /v1/jobs/{id}/cancel): a
+     * queued one at once, a running one when its handler returns. Returns
+     * the Job (a cancelled job is a dead letter). Throws ApiError 409
+     * job-finished, 404 job-not-found (also for another tenant's job).
+     */
+    public function cancel(int $jobId): array
+    {
+        return $this->json('POST', "/v1/jobs/$jobId/cancel", [], [], '');
+    }
+
+    /**
+     * Send a dead letter back to its queue (POST /v1/dead/{id}/replay)
+     * once the server checked its payload still exists. Returns the Job.
+     * Throws ApiError 409 payload-missing (expired or deleted), 409
+     * not-dead, 404 job-not-found.
+     */
+    public function replay(int $jobId): array
+    {
+        return $this->json('POST', "/v1/dead/$jobId/replay", [], [], '');
+    }
+
+    /**
      * Poll the job every $interval seconds (doubling up to 5 s) until it is
      * completed or dead and return it; throws \RuntimeException (a
      * timeout) after $timeout seconds. $clock(): float and

@@ -304,6 +304,39 @@ test('Verifier refuses other bytes, and more bytes', null, function () {
     check(!$v->write('12345'), 'a fifth byte of four was taken');
 });
 
+test('list jobs, cancel, list dead letters, replay', $SKIP, function () use ($TENANT) {
+    $c = new Client();
+    $k = kind('list');
+    $ids = [];
+    for ($i = 0; $i < 3; $i++) {
+        $ids[] = $c->submit("job $i", $k, $TENANT)['id'];
+    }
+    $newest = array_reverse($ids);
+    $page = $c->listJobs(kind: $k, limit: 2);
+    eq(array_slice($newest, 0, 2), array_column($page['jobs'], 'id'), 'first page');
+    $rest = $c->listJobs(kind: $k, limit: 2, after: $page['next_after']);
+    eq(array_slice($newest, 2), array_column($rest['jobs'], 'id'), 'second page');
+    check(!isset($rest['next_after']), 'the last page has a next_after');
+    foreach ($c->listJobs()['jobs'] as $j) {
+        eq($TENANT, $j['tenant'], 'tenant of a listed job');
+    }
+
+    $j = $c->cancel($ids[0]);
+    eq(['cancelled', true], [$j['state'], $j['dead']], 'cancelled job');
+    $e = api_error(fn () => $c->cancel($ids[0]));
+    eq([409, 'job-finished'], [$e->status, $e->reason], 'second cancel');
+    eq([$ids[0]], array_column($c->listDead(kind: $k)['jobs'], 'id'), 'dead letters');
+    eq(array_slice($newest, 0, 2), array_column($c->listJobs(kind: $k, state: 'available')['jobs'], 'id'), 'available jobs');
+
+    $j = $c->replay($ids[0]);
+    eq(['available', false], [$j['state'], $j['dead']], 'replayed job');
+    $e = api_error(fn () => $c->replay($ids[0]));
+    eq([409, 'not-dead'], [$e->status, $e->reason], 'second replay');
+    eq([], $c->listDead(kind: $k)['jobs'], 'dead letters after the replay');
+    $e = api_error(fn () => $c->cancel(10 ** 15));
+    eq([404, 'job-not-found'], [$e->status, $e->reason], 'cancel of a missing job');
+});
+
 $pass = $fail = $skipped = 0;
 foreach ($tests as $i => [$name, $skip, $f]) {
     $n = $i + 1;

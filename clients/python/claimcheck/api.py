@@ -326,6 +326,56 @@ class Client:
         Raises APIError 404 job-not-found, 403 ticket-forbidden."""
         return self._json("GET", f"/v1/jobs/{int(job_id)}")
 
+    def list_jobs(
+        self,
+        *,
+        kind: str | None = None,
+        state: str | None = None,
+        tenants: list[str] | None = None,
+        limit: int | None = None,
+        after: int | None = None,
+    ) -> dict:
+        """A page of jobs, newest first (GET /v1/jobs): of tenants (each
+        one the token's), else of all the token's tenants; kind and state
+        filter (state: dead, sent, retrying, or River's available, running,
+        retryable, scheduled, completed, cancelled, discarded, pending).
+        limit is 1 to 1000 (default 100). Returns {"jobs": [Job, ...],
+        "next_after": id}; pass next_after as after for the next page (it
+        is absent on the last). Raises APIError 400, 403 ticket-forbidden."""
+        return self._json("GET", "/v1/jobs", query=self._list_query(kind, state, tenants, limit, after))
+
+    def list_dead(
+        self,
+        *,
+        kind: str | None = None,
+        tenants: list[str] | None = None,
+        limit: int | None = None,
+        after: int | None = None,
+    ) -> dict:
+        """A page of dead letters, newest first (GET /v1/dead), with their
+        reason and error; filters and paging as list_jobs."""
+        return self._json("GET", "/v1/dead", query=self._list_query(kind, None, tenants, limit, after))
+
+    @staticmethod
+    def _list_query(kind, state, tenants, limit, after) -> list[tuple[str, Any]]:
+        q: list[tuple[str, Any]] = [("kind", kind), ("state", state), ("limit", limit), ("after", after)]
+        q += [("tenant", t) for t in tenants or []]
+        return q
+
+    def cancel(self, job_id: int) -> dict:
+        """Cancel a job that has not finished (POST /v1/jobs/{id}/cancel):
+        a queued one at once, a running one when its handler returns.
+        Returns the Job (a cancelled job is a dead letter). Raises APIError
+        409 job-finished, 404 job-not-found (also for another tenant's)."""
+        return self._json("POST", f"/v1/jobs/{int(job_id)}/cancel")
+
+    def replay(self, job_id: int) -> dict:
+        """Send a dead letter back to its queue (POST
+        /v1/dead/{id}/replay) after the server checked its payload still
+        exists. Returns the Job. Raises APIError 409 payload-missing (its
+        payload expired or was deleted), 409 not-dead, 404 job-not-found."""
+        return self._json("POST", f"/v1/dead/{int(job_id)}/replay")
+
     def wait(
         self,
         job_id: int,

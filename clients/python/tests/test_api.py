@@ -237,6 +237,34 @@ class API(unittest.TestCase):
             self.c.wait(s["id"], timeout=20, interval=1, clock=lambda: now[0], sleep=sleep)
         self.assertEqual(slept[:4], [1, 2, 4, 5])  # doubling, at most 5 s
 
+    def test_list_cancel_replay(self):
+        k = kind("list")
+        ids = [self.c.submit(b"job %d" % i, k, TENANT)["id"] for i in range(3)]
+        page = self.c.list_jobs(kind=k, limit=2)
+        self.assertEqual([j["id"] for j in page["jobs"]], ids[:0:-1])
+        rest = self.c.list_jobs(kind=k, limit=2, after=page["next_after"])
+        self.assertEqual([j["id"] for j in rest["jobs"]], ids[:1])
+        self.assertNotIn("next_after", rest)
+        self.assertTrue(all(j["tenant"] == TENANT for j in self.c.list_jobs()["jobs"]))
+
+        j = self.c.cancel(ids[0])
+        self.assertEqual((j["state"], j["dead"]), ("cancelled", True))
+        with self.assertRaises(APIError) as cm:
+            self.c.cancel(ids[0])
+        self.assertEqual((cm.exception.status, cm.exception.reason), (409, "job-finished"))
+        self.assertEqual([j["id"] for j in self.c.list_dead(kind=k)["jobs"]], [ids[0]])
+        self.assertEqual([j["id"] for j in self.c.list_jobs(kind=k, state="available")["jobs"]], ids[:0:-1])
+
+        j = self.c.replay(ids[0])
+        self.assertEqual((j["state"], j["dead"]), ("available", False))
+        with self.assertRaises(APIError) as cm:
+            self.c.replay(ids[0])
+        self.assertEqual((cm.exception.status, cm.exception.reason), (409, "not-dead"))
+        self.assertEqual(self.c.list_dead(kind=k)["jobs"], [])
+        with self.assertRaises(APIError) as cm:
+            self.c.cancel(10**15)
+        self.assertEqual((cm.exception.status, cm.exception.reason), (404, "job-not-found"))
+
 
 class Digest(unittest.TestCase):
     def test_content_digest_round_trip(self):
