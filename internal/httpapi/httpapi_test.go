@@ -500,20 +500,27 @@ func testRefusals(t *testing.T, be backend) {
 	f.want(resp, body, 401, httpapi.ReasonUnauthorized)
 }
 
+// twoTenants makes a token for tenant acme and one for globex.
+func (f *fixture) twoTenants() (acme, globex string) {
+	f.t.Helper()
+	acme, _, err := f.tokens.Create(f.t.Context(), "acme", []string{"acme"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	globex, _, err = f.tokens.Create(f.t.Context(), "globex", []string{"globex"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return acme, globex
+}
+
 // testTenants: a token for acme gets 403 on globex for submit and claim
 // (which name the tenant), and for globex's job and lease the same 404 as
 // for a missing one (status, result, the lease endpoints), with nothing
 // fetched from the store.
 func testTenants(t *testing.T, be backend) {
 	f := newFixture(t, be, httpapi.Options{})
-	acme, _, err := f.tokens.Create(t.Context(), "acme", []string{"acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	globex, _, err := f.tokens.Create(t.Context(), "globex", []string{"globex"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acme, globex := f.twoTenants()
 	payload := randomBytes(200 << 10)
 	g := f.submit("render", "globex", globex, payload, nil)
 	c, ok := f.claim("render", globex, "&wait=20")
@@ -683,14 +690,7 @@ func (f *fixture) sameAsMissing(method, pathf, token string, other int64) {
 // not-dead, payload-missing), and another tenant's job is a missing one.
 func testListCancelReplay(t *testing.T, be backend) {
 	f := newFixture(t, be, httpapi.Options{})
-	acme, _, err := f.tokens.Create(t.Context(), "acme", []string{"acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	globex, _, err := f.tokens.Create(t.Context(), "globex", []string{"globex"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acme, globex := f.twoTenants()
 	a1 := f.submit("render", "acme", acme, []byte("one"), nil)
 	g1 := f.submit("render", "globex", globex, []byte("globex"), nil)
 	a2 := f.submit("render", "acme", acme, randomBytes(100<<10), nil) // offloaded
