@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck"
-	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 	"github.com/riverqueue/river/rivertype"
 )
 
@@ -23,7 +22,11 @@ import (
 // wait in place ends at once (backSignal), not at the end of their 30 s
 // waits.
 func TestWaitingJobsWokenWhenOutageEnds(t *testing.T) {
-	b := setup(t, dbtest.SQLite(t), &testOpts{cfg: Config{RetryBase: 30 * time.Second, Retry: claimcheck.RetryPolicy{MaxWaitDelay: 30 * time.Second}}})
+	forEachBackend(t, testWaitingJobsWoken)
+}
+
+func testWaitingJobsWoken(t *testing.T, newDB func(testing.TB) string) {
+	b := setup(t, newDB(t), &testOpts{cfg: Config{RetryBase: 30 * time.Second, Retry: claimcheck.RetryPolicy{MaxWaitDelay: 30 * time.Second}}})
 	var ids []int64
 	for i := range 2 {
 		res, err := b.p.Enqueue(b.ctx, "docs", "acme", strings.NewReader(fmt.Sprint("document ", i)), nil)

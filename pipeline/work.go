@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
 // DefaultDrainTimeout is how long Work lets running handlers finish once
@@ -1006,42 +1007,59 @@ func waited(job *river.Job[jobArgs]) bool {
 	return len(out) > 0 && jsonUnmarshal(out, &prev) == nil && !prev.UnavailableSince.IsZero()
 }
 
-// wakeMaxJobs bounds the jobs one wakeWaiting makes available, and
-// wakeEvery how often it runs in one process: when an outage ends, every
-// job that waited succeeds at about the same time, and one wake-up serves
-// them all.
+// wakeEvery is how often wakeWaiting runs in one process: when an outage
+// ends, every job that waited succeeds at about the same time, and one
+// wake-up serves them all.
+const wakeEvery = time.Second
+
+// waitingJobsSQLite and waitingJobsPG select the ids of queue $1's jobs
+// that wait for unavailable infrastructure: snoozed (scheduled) by
+// settleFailure with unavailable_since in their output. Ids only: the
+// arguments, where inline payloads live, are not read.
 const (
-	wakeMaxJobs = 1000
-	wakeEvery   = time.Second
+	waitingJobsSQLite = `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind = $2 AND json_extract(metadata, '$.output.unavailable_since') IS NOT NULL`
+	waitingJobsPG     = `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind = $2 AND metadata->'output'->>'unavailable_since' IS NOT NULL`
 )
 
 // wakeWaiting makes the jobs of queue that wait for unavailable
-// infrastructure (snoozed by settleFailure, their output's
-// unavailable_since set) available at once (River's JobRetry): a job of
-// the queue has just succeeded after waiting, so the store, keeper or
-// database is back, and the others resume within seconds instead of at
-// the end of their waits (up to claimcheck.RetryPolicy.MaxWaitDelay each,
+// infrastructure available at once (River's JobRetry): a job of the queue
+// has just succeeded after waiting, so the store, keeper or database is
+// back, and the others resume within seconds instead of at the end of
+// their waits (up to claimcheck.RetryPolicy.MaxWaitDelay each,
 // docs/invariants.md, invariant 12). Jobs retrying a failure of their own
-// keep their backoff. Best effort: a failure leaves the jobs to their
-// own timers.
+// keep their backoff. Best effort: a failure leaves the jobs to their own
+// timers.
 func (p *Pipeline) wakeWaiting(ctx context.Context, queue string) {
 	now := time.Now().UnixNano()
 	last := p.lastWake.Load()
 	if now-last < int64(wakeEvery) || !p.lastWake.CompareAndSwap(last, now) {
 		return
 	}
-	res, err := p.client.JobList(ctx, river.NewJobListParams().Queues(queue).States(rivertype.JobStateScheduled).Kinds(riverKind).First(wakeMaxJobs))
+	query := waitingJobsSQLite
+	if p.dialect == dbopen.Postgres {
+		query = waitingJobsPG
+	}
+	rows, err := p.db.QueryContext(ctx, query, queue, riverKind)
+	var ids []int64
+	if err == nil {
+		for rows.Next() {
+			var id int64
+			if err = rows.Scan(&id); err != nil {
+				break
+			}
+			ids = append(ids, id)
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		p.logger.WarnContext(ctx, "pipeline: list the jobs waiting for the outage that just ended (they resume at their next try)", "queue", queue, "error", err.Error())
 		return
 	}
 	woken := 0
-	for _, row := range res.Jobs {
-		var o jobOutput
-		if out := row.Output(); len(out) == 0 || jsonUnmarshal(out, &o) != nil || o.UnavailableSince.IsZero() {
-			continue
-		}
-		if _, err := p.client.JobRetry(ctx, row.ID); err == nil {
+	for _, id := range ids {
+		if _, err := p.client.JobRetry(ctx, id); err == nil {
 			woken++
 		}
 	}
