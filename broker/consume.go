@@ -725,58 +725,56 @@ const releaseDelay = 2 * time.Second
 // no attempt. Past the policy's Window the delivery is dead-lettered with
 // the outage's reason.
 func workHeld(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, o Outcome, report func(error)) Outcome {
-	var since time.Time
-	for {
-		r := work(ctx, store, opts, d, o)
-		if r.Err == nil || ctx.Err() != nil {
-			return r
-		}
-		now := time.Now()
-		dec := opts.Policy.Decide(r.Err, r.Attempt, r.MaxAttempts, since, now)
-		if dec.Failure != claimcheck.FailureUnavailable {
-			return r
-		}
-		if dec.Dead {
-			r.Action = DeadLettered
-			return r
-		}
-		if since.IsZero() {
-			since = now
-		}
-		report(fmt.Errorf("broker: consume: %s (attempt %d) held, unavailable for %s, trying again in %s: %w", o.ID, o.Attempt, now.Sub(since).Round(time.Second), dec.Delay.Round(time.Millisecond), r.Err))
-		select {
-		case <-ctx.Done():
-			return r
-		case <-time.After(dec.Delay):
-		}
+	var r Outcome
+	if held(ctx, opts, o, "", func() error { r = work(ctx, store, opts, d, o); return r.Err }, report) {
+		r.Action = DeadLettered
 	}
+	return r
 }
 
-// seenHeld looks o up in the inbox, and while the lookup fails on
-// unavailable infrastructure (the job database down) looks again in place
-// after the policy's delay, holding the delivery (its lease extended), as
-// workHeld does: an outage spends no attempt, and a message is not
-// dead-lettered because its inbox could not be read. It gives up when ctx
-// is done or past the policy's Window.
+// seenHeld looks o up in the inbox as held runs a step: while the lookup
+// fails on unavailable infrastructure (the job database down) it is tried
+// again in place, so that an outage spends no attempt and no message is
+// dead-lettered because its inbox could not be read.
 func seenHeld(ctx context.Context, opts ConsumeOptions, o Outcome, report func(error)) (Seen, error) {
+	var seen Seen
+	var err error
+	held(ctx, opts, o, "its inbox ", func() error {
+		seen, err = opts.Inbox.Seen(ctx, o.Queue, o.ID, o.Delivery)
+		return err
+	}, report)
+	return seen, err
+}
+
+// held runs step until it succeeds, fails otherwise than on unavailable
+// infrastructure, or ctx is done; while it fails unavailable it is run
+// again in place after the policy's delay, holding the delivery (its
+// lease extended) rather than settling it, and each wait is reported
+// (what names what is unavailable, "" for the work itself). It reports
+// whether the policy's Window passed (the delivery is to be
+// dead-lettered with the outage's reason).
+func held(ctx context.Context, opts ConsumeOptions, o Outcome, what string, step func() error, report func(error)) (dead bool) {
 	var since time.Time
 	for {
-		seen, err := opts.Inbox.Seen(ctx, o.Queue, o.ID, o.Delivery)
+		err := step()
 		if err == nil || ctx.Err() != nil {
-			return seen, err
+			return false
 		}
 		now := time.Now()
 		dec := opts.Policy.Decide(err, o.Attempt, o.MaxAttempts, since, now)
-		if dec.Failure != claimcheck.FailureUnavailable || dec.Dead {
-			return seen, err
+		if dec.Failure != claimcheck.FailureUnavailable {
+			return false
+		}
+		if dec.Dead {
+			return true
 		}
 		if since.IsZero() {
 			since = now
 		}
-		report(fmt.Errorf("broker: consume: %s held, its inbox unavailable for %s, looking again in %s: %w", o.ID, now.Sub(since).Round(time.Second), dec.Delay.Round(time.Millisecond), err))
+		report(fmt.Errorf("broker: consume: %s (attempt %d) held, %sunavailable for %s, trying again in %s: %w", o.ID, o.Attempt, what, now.Sub(since).Round(time.Second), dec.Delay.Round(time.Millisecond), err))
 		select {
 		case <-ctx.Done():
-			return seen, err
+			return false
 		case <-time.After(dec.Delay):
 		}
 	}
