@@ -535,12 +535,7 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 			done = true
 		case seen.Processed:
 			o.Action, o.Duplicate = Acked, true
-			o.Kind = d.Attributes[AttrKind]
-			if dec, err := DecodeBody(d.Message); err == nil && dec.Kind == KindTicket {
-				o.Ticket, o.Tenant = dec.Ticket, dec.Ticket.Tenant
-			} else if err == nil && dec.Kind == KindPointer {
-				o.Adopted = opts.adoptedKey(store, dec.Pointer)
-			}
+			opts.settledUnworked(store, d, &o)
 			done = true
 		default:
 			o.Attempt = max(d.Attempt-seen.Released, 1)
@@ -553,9 +548,7 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 					done = true
 				case found:
 					o.Action, o.Result, o.FromOutcome = Acked, res, true
-					if dec, err := DecodeBody(d.Message); err == nil && dec.Ticket != nil {
-						o.Ticket, o.Tenant = dec.Ticket, dec.Ticket.Tenant
-					}
+					opts.settledUnworked(store, d, &o)
 					if err := recordHeld(ctx, opts, o, report); err != nil {
 						o = opts.fail(o, fmt.Errorf("broker: inbox: record %s from its kept outcome: %w", o.ID, err), false)
 					} else {
@@ -626,6 +619,21 @@ func consumeOne(ctx context.Context, tr Transport, queue string, store *claimche
 		return nil
 	}
 	return &o
+}
+
+// settledUnworked fills in what o, a delivery acknowledged without
+// running its handler (a duplicate, or settled from a kept outcome), says
+// of d's body: its ticket and tenant, or the key of the foreign object an
+// AWS pointer names (for DeleteOnAck's release of the adopted original).
+func (opts *ConsumeOptions) settledUnworked(store *claimcheck.Store, d *Delivery, o *Outcome) {
+	dec, err := DecodeBody(d.Message)
+	switch {
+	case err != nil:
+	case dec.Kind == KindTicket:
+		o.Ticket, o.Tenant = dec.Ticket, dec.Ticket.Tenant
+	case dec.Kind == KindPointer:
+		o.Adopted = opts.adoptedKey(store, dec.Pointer)
+	}
 }
 
 // servesTenant reports whether store claims the tenant that d's ticket
