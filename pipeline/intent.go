@@ -55,6 +55,25 @@ func (p *Pipeline) checkInTo(ctx context.Context, st *claimcheck.Store, tenant s
 	})
 }
 
+// checkInResult checks a handler's result in to st as checkInTo does,
+// except that should the job database be unavailable for its check-in
+// intent, the result is checked in without it rather than the handler's
+// work lost: the sweeper's grace period (at least an hour) keeps the
+// object, the caller keeps an outcome record naming it, and the result's
+// registry row, once the database is back, finds the object (anchor).
+// The store's key must be recorded first (a process that recorded it asks
+// the database nothing), so nothing is sealed under a key the job database
+// does not know (docs/invariants.md, invariant 9). Used by the worker's
+// finish and the broker inbox alike (invariant 12).
+func (p *Pipeline) checkInResult(ctx context.Context, st *claimcheck.Store, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+	if err := p.recordStoreKey(ctx, st); err != nil {
+		return nil, err
+	}
+	return p.checkInWith(ctx, opts, true, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
+		return st.CheckIn(ctx, tenant, r, o)
+	})
+}
+
 // CheckInManifest checks a manifest in for tenant as CheckIn checks a
 // payload in (its intent committed first), with Store().CheckInManifest:
 // check each document m lists in with CheckIn first. EnqueueTx turns the
@@ -77,7 +96,7 @@ func (p *Pipeline) checkInManifestTo(ctx context.Context, st *claimcheck.Store, 
 // checkInWith runs checkIn (a store check-in) with opts and a BeforeStore
 // hook that commits the check-in intent first. withoutIntent: an intent
 // the database cannot record is logged and the check-in goes on without
-// it (a handler's result, see inbox.CheckInResult); otherwise it fails the
+// it (a handler's result, checkInResult); otherwise it fails the
 // check-in with claimcheck.ErrUnavailable.
 func (p *Pipeline) checkInWith(ctx context.Context, opts *claimcheck.CheckInOptions, withoutIntent bool, checkIn func(*claimcheck.CheckInOptions) (*claimcheck.Ticket, error)) (*claimcheck.Ticket, error) {
 	var o claimcheck.CheckInOptions

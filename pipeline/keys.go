@@ -125,17 +125,6 @@ func (p *Pipeline) recordStoreKey(ctx context.Context, st *claimcheck.Store) err
 	return nil
 }
 
-// storeKeyRecorded reports whether st's key is recorded as far as this
-// process knows (recordStoreKey succeeded for it), or st does not seal:
-// only then may st seal while the job database cannot be asked.
-func (p *Pipeline) storeKeyRecorded(st *claimcheck.Store) bool {
-	if !st.Seals() {
-		return true
-	}
-	_, ok := p.keys.Load(claimcheck.KeyIDText(st.KeyID()))
-	return ok
-}
-
 // recordTicketKey records, in the job's transaction tx, the key that
 // sealed t when t was checked in outside this pipeline (Store().CheckIn,
 // then EnqueueTx): the ticket's "kid" for an inline sealed ticket, st's

@@ -631,24 +631,11 @@ func (in inbox) Seen(ctx context.Context, queue, id, delivery string) (broker.Se
 	return seen, nil
 }
 
-// CheckInResult implements broker.ResultCheckIn with CheckIn: the result's
-// check-in intent is committed before its object is written, and Record
-// anchors it. Should the job database be unavailable, the result is
-// checked in without its intent rather than the handler's work lost: the
-// sweeper's grace period (at least an hour) keeps the object, Consume
-// keeps the outcome naming it in the store (KeepOutcome) when Record
-// fails too, and Record, once the database is back, finds the object
-// (anchor) and registers it (docs/invariants.md, invariant 12).
+// CheckInResult implements broker.ResultCheckIn with checkInResult; Record
+// anchors the result, and Consume keeps the outcome naming it in the store
+// (KeepOutcome) when Record fails too (docs/invariants.md, invariant 12).
 func (in inbox) CheckInResult(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
-	// The store's key is recorded first (a process that has recorded it
-	// asks the database nothing): nothing is sealed under a key the job
-	// database does not know (docs/invariants.md, invariant 9).
-	if err := in.p.recordStoreKey(ctx, in.p.store); err != nil {
-		return nil, err
-	}
-	return in.p.checkInWith(ctx, opts, true, func(o *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
-		return in.p.store.CheckIn(ctx, tenant, r, o)
-	})
+	return in.p.checkInResult(ctx, in.p.store, tenant, r, opts)
 }
 
 // Record implements broker.Inbox: it upserts the outcome (never replacing

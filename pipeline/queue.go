@@ -168,16 +168,24 @@ type queueStatements struct {
 	dead string
 }
 
+// waitingSQL is the condition on river_job of jobInfo's StateWaiting: the
+// job's recorded output says since when infrastructure has been
+// unavailable (River keeps SQLite's JSON as JSONB).
+func (p *Pipeline) waitingSQL() string {
+	if p.dialect == "sqlite" {
+		return `metadata->>'$.output.unavailable_since' IS NOT NULL`
+	}
+	return `metadata->'output'->>'unavailable_since' IS NOT NULL`
+}
+
 func (p *Pipeline) queueStatsSQL() queueStatements {
-	// waiting is jobInfo's StateWaiting: the job's recorded output says
-	// since when infrastructure has been unavailable.
-	waiting, created, reason := `metadata->'output'->>'unavailable_since' IS NOT NULL`, `EXTRACT(EPOCH FROM MIN(created_at))::float8`,
+	waiting, created, reason := p.waitingSQL(), `EXTRACT(EPOCH FROM MIN(created_at))::float8`,
 		`split_part(CASE WHEN e LIKE 'JobCancelError: %' THEN substr(e, 17) ELSE e END, ': ', 1)`
 	lastError := `substr(errors[array_length(errors, 1)]->>'error', 1, 256)`
 	if p.dialect == "sqlite" {
 		// River keeps SQLite's timestamps as text in UTC ('2006-01-02
 		// 15:04:05.000'), its JSON as JSONB.
-		waiting, created = `metadata->>'$.output.unavailable_since' IS NOT NULL`, `(julianday(MIN(created_at)) - 2440587.5) * 86400.0`
+		created = `(julianday(MIN(created_at)) - 2440587.5) * 86400.0`
 		reason = `CASE WHEN instr(e2, ': ') > 0 THEN substr(e2, 1, instr(e2, ': ') - 1) ELSE e2 END`
 		lastError = `substr(errors->>'$[#-1].error', 1, 256)`
 	}

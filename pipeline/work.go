@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
-	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
 // DefaultDrainTimeout is how long Work lets running handlers finish once
@@ -696,30 +695,14 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 			return err
 		}
 		defer cleanup()
-		tries := 0
 		checkIn = func() error {
 			return w.untilDone(ctx, job.ID, "check in the result", func() error {
-				tries++
 				if _, err := body.Seek(0, io.SeekStart); err != nil {
 					return claimcheck.Permanent(fmt.Errorf("pipeline: rewind the result: %w", err))
 				}
 				copts := &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true}
 				var err error
-				rt, err = w.p.checkInTo(ctx, st, job.Args.Tenant, body, copts)
-				if err != nil && tries == 1 && !recorded && !claimcheck.IsPermanent(err) && w.p.storeKeyRecorded(st) {
-					// The check-in intent needs the job database. Should
-					// it be down, the result goes to the store alone (the
-					// sweeper's grace period, at least an hour, keeps it)
-					// and the outcome record names it, so that the handler
-					// is not run again whoever finishes the job.
-					if _, serr := body.Seek(0, io.SeekStart); serr == nil {
-						if t2, serr := st.CheckIn(ctx, job.Args.Tenant, body, copts); serr == nil {
-							cause := fmt.Errorf("the check-in intent could not be recorded: %w", err)
-							rt, err = t2, nil
-							writeRecord(cause)
-						}
-					}
-				}
+				rt, err = w.p.checkInResult(ctx, st, job.Args.Tenant, body, copts)
 				if err != nil {
 					return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
 				}
@@ -1012,15 +995,6 @@ func waited(job *river.Job[jobArgs]) bool {
 // wake-up serves them all.
 const wakeEvery = time.Second
 
-// waitingJobsSQLite and waitingJobsPG select the ids of queue $1's jobs
-// that wait for unavailable infrastructure: snoozed (scheduled) by
-// settleFailure with unavailable_since in their output. Ids only: the
-// arguments, where inline payloads live, are not read.
-const (
-	waitingJobsSQLite = `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind = $2 AND json_extract(metadata, '$.output.unavailable_since') IS NOT NULL`
-	waitingJobsPG     = `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind = $2 AND metadata->'output'->>'unavailable_since' IS NOT NULL`
-)
-
 // wakeWaiting makes the jobs of queue that wait for unavailable
 // infrastructure available at once (River's JobRetry): a job of the queue
 // has just succeeded after waiting, so the store, keeper or database is
@@ -1035,11 +1009,8 @@ func (p *Pipeline) wakeWaiting(ctx context.Context, queue string) {
 	if now-last < int64(wakeEvery) || !p.lastWake.CompareAndSwap(last, now) {
 		return
 	}
-	query := waitingJobsSQLite
-	if p.dialect == dbopen.Postgres {
-		query = waitingJobsPG
-	}
-	rows, err := p.db.QueryContext(ctx, query, queue, riverKind)
+	// Ids only: the arguments, where inline payloads live, are not read.
+	rows, err := p.db.QueryContext(ctx, `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind = $2 AND `+p.waitingSQL(), queue, riverKind)
 	var ids []int64
 	if err == nil {
 		for rows.Next() {
