@@ -68,10 +68,20 @@ func (j *JobInfo) Ticket() *claimcheck.Ticket { return j.ticket }
 // ResultTicket is the ticket of the job's result, or nil.
 func (j *JobInfo) ResultTicket() *claimcheck.Ticket { return j.result }
 
+// errNotOwn is jobInfo's error for a River job that is not claimcheck's
+// (ownJob).
+var errNotOwn = errors.New("not a claimcheck job")
+
 func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 	var args jobArgs
 	if err := jsonUnmarshal(row.EncodedArgs, &args); err != nil {
+		if row.Kind != legacyRiverKind {
+			return nil, errNotOwn // another program's arguments
+		}
 		return nil, err
+	}
+	if !ownJob(row, &args) {
+		return nil, errNotOwn
 	}
 	args.Ticket = compactJSON(args.Ticket)
 	j := &JobInfo{
@@ -259,7 +269,7 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 		// Ordered by id only, River's cursor compares the id alone.
 		params = params.After(river.JobListCursorFromJob(&rivertype.JobRow{ID: opts.AfterID}))
 	}
-	params = params.Kinds(riverKind)
+	params = params.Where(ownJobsSQL)
 	// Broker dead letters (sent outbox entries, completed in River) are
 	// merged into the dead letters in the list's order.
 	var brokerDead []int64
@@ -300,6 +310,9 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 				return err
 			}
 			j, err := jobInfo(row)
+			if errors.Is(err, errNotOwn) {
+				continue // ownJobsSQL selected none such
+			}
 			if err != nil {
 				return err
 			}
@@ -370,13 +383,16 @@ func JobNotFound(id int64) error { return fmt.Errorf("pipeline: job %d: %w", id,
 // or dead with the reason its message was dead-lettered for.
 func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 	row, err := p.client.JobGet(ctx, id)
-	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
+	if errors.Is(err, river.ErrNotFound) {
 		return nil, JobNotFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
 	}
 	j, err := jobInfo(row)
+	if errors.Is(err, errNotOwn) {
+		return nil, JobNotFound(id)
+	}
 	if err != nil {
 		return nil, err
 	}

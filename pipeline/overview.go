@@ -56,7 +56,7 @@ func (p *Pipeline) OutboxStats(ctx context.Context) ([]OutboxStats, error) {
 		MIN(CASE WHEN state IN ('available', 'running', 'retryable', 'scheduled') THEN id END),
 		SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END),
 		SUM(CASE WHEN state IN ('cancelled', 'discarded') THEN 1 ELSE 0 END)
-		FROM river_job WHERE kind = $1 AND queue LIKE $2 GROUP BY queue ORDER BY queue`, riverKind, outboxQueuePrefix+"%")
+		FROM river_job WHERE kind IN (queue, $1) AND queue LIKE $2 GROUP BY queue ORDER BY queue`, legacyRiverKind, outboxQueuePrefix+"%")
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
 	}
