@@ -90,10 +90,10 @@ func (p *Pipeline) ReleaseJob(ctx context.Context, id int64, opts *ReleaseOption
 	}
 	if p.dialect == "sqlite" {
 		q = `UPDATE river_job SET state = 'available', attempt = max(attempt - 1, 0), scheduled_at = datetime('now', 'subsec')
-			WHERE id = $1 AND state = 'running' AND attempted_at < datetime('now', 'subsec', $2) AND `+ownJobsSQL
+			WHERE id = $1 AND state = 'running' AND attempted_at < datetime('now', 'subsec', $2) AND ` + ownJobsSQL
 	} else {
 		q = `UPDATE river_job SET state = 'available', attempt = GREATEST(attempt - 1, 0), scheduled_at = now()
-			WHERE id = $1 AND state = 'running' AND attempted_at < now() - make_interval(secs => $2::float8) AND `+ownJobsSQL
+			WHERE id = $1 AND state = 'running' AND attempted_at < now() - make_interval(secs => $2::float8) AND ` + ownJobsSQL
 	}
 	var arg any = secs
 	if p.dialect == "sqlite" {
