@@ -164,6 +164,20 @@ func TestRiverKinds(t *testing.T) {
 			t.Errorf("OutboxStats: %+v, %v; want billing with 2 entries (one legacy)", stats, err)
 		}
 
+		// No worker ran: River has no queue rows for River UI to list,
+		// until RegisterQueues adds them.
+		if _, err := b.p.RiverClient().QueueGet(b.ctx, "invoice"); !errors.Is(err, river.ErrNotFound) {
+			t.Errorf("queue invoice before any worker: %v, want River's ErrNotFound", err)
+		}
+		if n, err := b.p.RegisterQueues(b.ctx); err != nil || n != 3 { // invoice, invoice-reports, the outbox's
+			t.Errorf("RegisterQueues: %d, %v; want 3 queues", n, err)
+		}
+		for _, q := range []string{"invoice", outboxQueue("billing")} {
+			if _, err := b.p.RiverClient().QueueGet(b.ctx, q); err != nil {
+				t.Errorf("queue %s after RegisterQueues: %v", q, err)
+			}
+		}
+
 		rec := &recorder{}
 		b.work(t, map[string]claimcheck.Handler{"invoice": rec})
 		if n := rec.count(); n != 5 { // the 2 legacy jobs; the plain new one, inv-2's, globex's inv-1

@@ -8,8 +8,8 @@
 // (see Config.SkipMigrations and Migrate). Enqueueing checks the payload in
 // first, then writes the claims-registry row and the job carrying the ticket
 // in one transaction (docs/invariants.md, invariant 1). A claimcheck kind maps to a
-// River queue of the same name, so a worker works exactly the kinds it has
-// handlers for. Dead letters are River's cancelled jobs (permanent failure,
+// River queue and a River job kind of the same name, so a worker works
+// exactly the kinds it has handlers for (docs/invariants.md, "River kinds"). Dead letters are River's cancelled jobs (permanent failure,
 // on the attempt that failed) and discarded jobs (transient failures past the
 // maximum attempts).
 //
@@ -204,6 +204,7 @@ type Pipeline struct {
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 	lastWake   atomic.Int64        // unix nanos of the last wakeWaiting
+	lastQueues atomic.Int64        // unix nanos of the last RegisterQueues
 	back       backSignal          // wakes untilDone's waits (work.go)
 	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)
 }

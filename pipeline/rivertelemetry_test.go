@@ -15,6 +15,16 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
+// spanAttr is span s's string attribute key, "" if it has none.
+func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
+}
+
 // traceparentOf is the W3C traceparent River's middleware put in job id's
 // metadata, "" for none.
 func (b *testBundle) traceparentOf(t *testing.T, id int64) string {
@@ -55,6 +65,12 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 		names := map[string]bool{}
 		for _, s := range spans.Ended() {
 			names[s.Name()] = true
+			if s.Name() == "river.work" {
+				// River's span says the claimcheck kind (River kind = claimcheck kind).
+				if kind := spanAttr(s, "kind"); kind != "traced" {
+					t.Errorf("river.work span's kind %q, want traced", kind)
+				}
+			}
 		}
 		for _, want := range []string{"river.insert_many", "river.work", "claimcheck.enqueue"} {
 			if !names[want] {
@@ -69,6 +85,19 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
 				metrics[m.Name] = true
+				if m.Name != "river.work_count" {
+					continue
+				}
+				sum, ok := m.Data.(metricdata.Sum[int64])
+				if !ok || len(sum.DataPoints) == 0 {
+					t.Errorf("river.work_count is %T with no points", m.Data)
+					continue
+				}
+				for _, dp := range sum.DataPoints {
+					if kind, _ := dp.Attributes.Value("kind"); kind.AsString() != "traced" {
+						t.Errorf("river.work_count's kind %q, want traced", kind.AsString())
+					}
+				}
 			}
 		}
 		for _, want := range []string{"river.insert_count", "river.work_count"} {
