@@ -197,7 +197,9 @@ func riverWorkers(w river.Worker[jobArgs], kinds ...string) (workers *river.Work
 	for _, k := range append(kinds, legacyRiverKind) {
 		if !seen[k] {
 			seen[k] = true
-			// The args' Kind is what River registers the worker under.
+			// River registers a worker under its args' Kind; AddWorkerArgs
+			// (which River's docs keep for edge cases) is its one way to
+			// register a type under kinds known only at run time.
 			river.AddWorkerArgs(workers, jobArgs{JobKind: k}, w)
 		}
 	}
