@@ -13,15 +13,9 @@ import (
 )
 
 // legacyArgs are a job's arguments as claimcheck inserted them before
-// River kinds were claimcheck kinds: insertArgs' JSON, under River kind
-// legacyRiverKind.
-type legacyArgs struct {
-	JobKind        string             `json:"kind"`
-	Tenant         string             `json:"tenant" river:"unique"`
-	IdempotencyKey string             `json:"idempotency_key,omitempty" river:"unique"`
-	Ticket         *claimcheck.Ticket `json:"ticket"`
-	Destination    string             `json:"destination,omitempty"`
-}
+// River kinds were claimcheck kinds: insertArgs' fields and tags (its
+// JSON, its unique fields), under River kind legacyRiverKind.
+type legacyArgs insertArgs
 
 func (legacyArgs) Kind() string { return legacyRiverKind }
 
