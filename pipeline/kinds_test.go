@@ -86,7 +86,8 @@ func TestRiverKinds(t *testing.T) {
 		oldOffloaded := b.enqueueLegacy(t, "invoice", "acme", big, "", "")
 		oldKeyed := b.enqueueLegacy(t, "invoice", "acme", "inline and keyed", "inv-1", "")
 		oldEntry := b.enqueueLegacy(t, "invoice", "acme", "an old entry", "", "billing")
-		for _, id := range []int64{oldOffloaded, oldKeyed, oldEntry} {
+		oldDead := b.enqueueLegacy(t, "invoice", "acme", "an old dead letter", "", "")
+		for _, id := range []int64{oldOffloaded, oldKeyed, oldEntry, oldDead} {
 			if k := b.riverKindOf(t, id); k != legacyRiverKind {
 				t.Fatalf("legacy job %d has River kind %q", id, k)
 			}
@@ -138,6 +139,16 @@ func TestRiverKinds(t *testing.T) {
 		if _, err := b.p.ReleaseJob(b.ctx, foreign.Job.ID, &ReleaseOptions{Force: true}); !errors.Is(err, ErrJobNotFound) {
 			t.Errorf("ReleaseJob(another program's job): %v, want ErrJobNotFound", err)
 		}
+		// A legacy dead letter is replayed as any.
+		if _, err := b.p.Cancel(b.ctx, oldDead); err != nil {
+			t.Fatal(err)
+		}
+		if ids := b.deadIDs(t); len(ids) != 1 || ids[0] != oldDead {
+			t.Errorf("dead letters %v, want the legacy job %d", ids, oldDead)
+		}
+		if j, err := b.p.Replay(b.ctx, oldDead); err != nil || j.State != string(rivertype.JobStateAvailable) {
+			t.Errorf("Replay(legacy job %d): %+v, %v", oldDead, j, err)
+		}
 		listed := map[int64]string{}
 		if err := b.p.List(b.ctx, ListOptions{}, func(j *JobInfo) error {
 			listed[j.ID] = j.Kind
@@ -145,7 +156,7 @@ func TestRiverKinds(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range []int64{oldOffloaded, oldKeyed, oldEntry, res.JobID, entry.JobID, keyed.JobID} {
+		for _, id := range []int64{oldOffloaded, oldKeyed, oldEntry, oldDead, res.JobID, entry.JobID, keyed.JobID} {
 			if listed[id] != "invoice" {
 				t.Errorf("job %d listed as %q, want invoice (listed: %v)", id, listed[id], listed)
 			}
@@ -174,10 +185,10 @@ func TestRiverKinds(t *testing.T) {
 
 		rec := &recorder{}
 		b.work(t, map[string]claimcheck.Handler{"invoice": rec})
-		if n := rec.count(); n != 5 { // the 2 legacy jobs; the plain new one, inv-2's, globex's inv-1
-			t.Errorf("handler ran %d times, want 5", n)
+		if n := rec.count(); n != 6 { // the 3 legacy jobs; the plain new one, inv-2's, globex's inv-1
+			t.Errorf("handler ran %d times, want 6", n)
 		}
-		for _, id := range []int64{oldOffloaded, oldKeyed, res.JobID, keyed.JobID} {
+		for _, id := range []int64{oldOffloaded, oldKeyed, oldDead, res.JobID, keyed.JobID} {
 			if j := b.get(t, id); j.State != string(rivertype.JobStateCompleted) {
 				t.Errorf("job %d (River kind %s): %s %s %s, want completed", id, b.riverKindOf(t, id), j.State, j.Reason, j.Error)
 			}

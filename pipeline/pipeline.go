@@ -7,9 +7,10 @@
 // producer and worker processes. Both are migrated automatically on Open
 // (see Config.SkipMigrations and Migrate). Enqueueing checks the payload in
 // first, then writes the claims-registry row and the job carrying the ticket
-// in one transaction (docs/invariants.md, invariant 1). A claimcheck kind maps to a
-// River queue and a River job kind of the same name, so a worker works
-// exactly the kinds it has handlers for (docs/invariants.md, "River kinds"). Dead letters are River's cancelled jobs (permanent failure,
+// in one transaction (docs/invariants.md, invariant 1). A claimcheck kind
+// maps to a River queue and a River job kind of the same name, so a worker
+// works exactly the kinds it has handlers for (docs/invariants.md, "River
+// kinds"). Dead letters are River's cancelled jobs (permanent failure,
 // on the attempt that failed) and discarded jobs (transient failures past the
 // maximum attempts).
 //
