@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -89,11 +88,10 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 		j.ticket, j.Inline, j.Size, j.SHA256 = t, t.IsInline(), t.Size, t.DigestPrefix()
 	}
 	if n := len(row.Errors); n > 0 {
-		// River records a cancelled job's error as "JobCancelError: " + our
-		// "<reason>: …"; drop its prefix so Reason reads ours.
-		j.Error = strings.TrimPrefix(row.Errors[n-1].Error, "JobCancelError: ")
-		if j.Dead { // our error starts with its reason (see reasonError)
-			j.Reason, _, _ = strings.Cut(j.Error, ": ")
+		reason, text := recordedError(row.Errors[n-1].Error)
+		j.Error = text
+		if j.Dead {
+			j.Reason = reason
 		}
 	}
 	if j.Dead && j.Reason == "" {
