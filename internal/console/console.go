@@ -75,9 +75,22 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock ages are measured with. nil: time.Now.
 	Now func() time.Time
-	// RowLimit is the most rows a jobs or dead-letter page shows. Default
-	// 200.
+	// RowLimit is the most rows a page of jobs or dead letters shows; its
+	// "next" and "previous" links page through the rest. Default 50.
 	RowLimit int
+	// Ready are the readiness checks the overview shows, the ones /readyz
+	// asks (the job database, the stores, a broker). None: the overview
+	// says none were given.
+	Ready []ReadyCheck
+}
+
+// ReadyCheck is one dependency a readiness probe asks.
+type ReadyCheck struct {
+	// Name names the dependency: "database", "store", "broker".
+	Name string
+	// Check returns nil when the dependency is ready, else why not (shown:
+	// it must hold no secret).
+	Check func(context.Context) error
 }
 
 // Console is a mounted console.
@@ -109,7 +122,7 @@ func Mount(ctx context.Context, mux *http.ServeMux, o Options) (*Console, error)
 		o.Now = time.Now
 	}
 	if o.RowLimit <= 0 {
-		o.RowLimit = 200
+		o.RowLimit = 50
 	}
 	t, err := template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html")
 	if err != nil {
@@ -125,11 +138,13 @@ func Mount(ctx context.Context, mux *http.ServeMux, o Options) (*Console, error)
 	own.HandleFunc("GET /{$}", c.overview)
 	own.HandleFunc("GET "+PathPrefix+"{$}", c.overview)
 	own.HandleFunc("GET "+PathPrefix+"jobs", c.jobs)
+	own.HandleFunc("GET "+PathPrefix+"jobs/{id}", c.job)
 	own.HandleFunc("GET "+PathPrefix+"dead", c.dead)
 	own.HandleFunc("POST "+PathPrefix+"dead/{id}/replay", c.replay)
 	own.HandleFunc("GET "+PathPrefix+"outbox", c.outbox)
 	own.HandleFunc("GET "+PathPrefix+"storage", c.storage)
 	own.HandleFunc("GET "+PathPrefix+"doctor", c.doctor)
+	own.HandleFunc("POST "+PathPrefix+"doctor", c.doctor)
 	own.HandleFunc("GET "+PathPrefix+"login", c.loginForm)
 	own.HandleFunc("POST "+PathPrefix+"login", c.login)
 	own.Handle("GET "+PathPrefix+"static/", http.StripPrefix(PathPrefix, http.FileServerFS(assets)))
