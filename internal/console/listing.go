@@ -293,12 +293,12 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request) {
 	}
 	d := struct {
 		jobRow
-		Attempts     []pipeline.Attempt
+		History      []pipeline.Attempt
 		TraceID      string
 		Result       *pipeline.RedactedTicket
 		ResultStatus string
 		ResultThere  bool
-	}{jobRow: c.row(j), Attempts: h.Attempts}
+	}{jobRow: c.row(j), History: h.Attempts}
 	d.Payload, d.PayloadThere = c.documentStatus(ctx, j.Ticket())
 	if rt := j.ResultTicket(); rt != nil {
 		d.Result = pipeline.Redact(rt)

@@ -37,6 +37,8 @@ var funcs = template.FuncMap{
 	},
 	"upper": func(v any) string { return strings.ToUpper(fmt.Sprint(v)) },
 	"add":   func(a, b int64) int64 { return a + b },
+	// trimReason is a recorded error without its leading reason.
+	"trimReason": trimReason,
 	// dict makes a map of its key, value pairs, for a template's argument.
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {
@@ -53,6 +55,9 @@ var funcs = template.FuncMap{
 		return m, nil
 	},
 }
+
+// trimReason is a recorded error without its leading reason.
+func trimReason(reason, err string) string { return strings.TrimPrefix(err, reason+": ") }
 
 // render writes page p with template name.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
@@ -112,7 +117,7 @@ func (c *Console) row(j *pipeline.JobInfo) jobRow {
 	if j.FinalizedAt != nil {
 		since = *j.FinalizedAt
 	}
-	r := jobRow{JobInfo: j, Via: "database", Age: c.o.Now().Sub(since), Detail: strings.TrimPrefix(j.Error, j.Reason+": ")}
+	r := jobRow{JobInfo: j, Via: "database", Age: c.o.Now().Sub(since), Detail: trimReason(j.Reason, j.Error)}
 	if j.Destination != "" {
 		r.Via = "broker:" + j.Destination
 	}

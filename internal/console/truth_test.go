@@ -115,6 +115,20 @@ func fillTruth(t *testing.T, b *bundle) *truth {
 			tr.traced = res.JobID
 		}
 	}
+	// Spread over the last hour, as a day's work would be: each dead
+	// letter enqueued and dead id%60 minutes ago, each waiting invoice
+	// enqueued id%40 minutes ago (backdated in the job table).
+	shift := map[string]string{
+		"postgres": `UPDATE river_job SET created_at = created_at - make_interval(mins => CAST(id %% %[1]d AS int)),
+			finalized_at = finalized_at - make_interval(mins => CAST(id %% %[1]d AS int)) WHERE state = '%[2]s'`,
+		"sqlite": `UPDATE river_job SET created_at = datetime(created_at, '-' || (id %% %[1]d) || ' minutes', 'subsec'),
+			finalized_at = datetime(finalized_at, '-' || (id %% %[1]d) || ' minutes', 'subsec') WHERE state = '%[2]s'`,
+	}[b.p.Dialect()]
+	for state, period := range map[string]int{"cancelled": 60, "available": 40} {
+		if _, err := b.p.DB().ExecContext(ctx, fmt.Sprintf(shift, period, state)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// What no page may show: the marker, and every ticket's key, digest,
 	// inline payload (base64) and signature, of payloads and results.
 	tr.secrets = []string{truthMarker, base64.StdEncoding.EncodeToString([]byte(truthMarker))[:16]}
@@ -206,6 +220,9 @@ func testTruth(t *testing.T, tr *truth) {
 			t.Errorf("overview lacks %q", want)
 		}
 	}
+	if n := len(regexp.MustCompile(`<title>\d\d:\d\d dead: [1-9]`).FindAllString(page, -1)); n < 55 {
+		t.Errorf("the throughput chart has dead letters in %d minutes, want them spread over the hour", n)
+	}
 	if n := strings.Count(page, `<circle class="point"`); n != 4*61 && n != 4*62 {
 		t.Errorf("overview charts have %d points, want 61 or 62 a series (a point per minute of the last hour), 4 series", n)
 	}
@@ -256,13 +273,20 @@ func testTruth(t *testing.T, tr *truth) {
 		t.Errorf("oldest first, the last page is %v, want 10 rows ending at the newest, %d", got, newest)
 	}
 
-	// Filters, applied and counted.
+	// Filters, applied and counted. Of kind refuse (every third), those
+	// dead under 15 minutes ago (id%60 minutes, see fillTruth):
+	recentRefused := 0
+	for i, id := range tr.dead {
+		if i%3 == 0 && id%60 < 15 {
+			recentRefused++
+		}
+	}
 	for _, c := range []struct {
 		query string
 		n     int
 		kind  string
 	}{{"?kind=refuse", 70, "refuse"}, {"?tenant=globex", 70, "refuse"}, {"?kind=reject&tenant=acme", 140, "reject"}, {"?reason=handler-permanent", 210, ""},
-		{"?reason=payload-missing", 0, ""}, {"?since=1h", 210, ""}, {"?kind=refuse&reason=handler-permanent&since=15m", 70, "refuse"}} {
+		{"?reason=payload-missing", 0, ""}, {"?since=1h", 210, ""}, {"?kind=refuse&reason=handler-permanent&since=15m", recentRefused, "refuse"}} {
 		page := tr.get(t, "/console/dead"+c.query, 200)
 		if got := total(t, page); got != c.n {
 			t.Errorf("dead%s counts %d, want %d", c.query, got, c.n)
