@@ -186,12 +186,26 @@ func TestConsoleBrowser(t *testing.T) {
 	if !strings.Contains(html, `id="dead-count">3<`) {
 		t.Errorf("overview does not count 3 dead letters")
 	}
+	for _, want := range []string{"<td>database</td><td class=\"ok\">ok</td>", "<td>store</td><td class=\"ok\">ok</td>", `<svg id="chart-throughput"`, `<svg id="chart-depth"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("overview lacks %q (serve's readiness checks, the last hour's charts)", want)
+		}
+	}
 
 	html = visit(t, ctx, shots, "02-jobs", base+"/console/jobs", chromedp.WaitVisible(chromedp.CSS("#jobs")))
 	noSecrets(t, "jobs page", html, secrets)
 	for _, want := range []string{fmt.Sprintf(`id="job-%d"`, done.ID), "over the inline threshold", "within the inline threshold", "payloads/acme/…", "completed", "handler-permanent"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("jobs page lacks %q", want)
+		}
+	}
+
+	// A job row links to the job's page: its result still exists.
+	html = do(t, ctx, shots, "02b-job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="/console/jobs/%d"]`, done.ID))), chromedp.WaitVisible(chromedp.CSS("#result-status")))
+	noSecrets(t, "job page", html, secrets)
+	for _, want := range []string{`id="result-status" class="ok">exists<`, `id="payload-status" class="ok">exists<`, "payloads/globex/…", "No failed attempt recorded."} {
+		if !strings.Contains(html, want) {
+			t.Errorf("job %d's page lacks %q", done.ID, want)
 		}
 	}
 
@@ -236,10 +250,16 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	html = visit(t, ctx, shots, "08-doctor", base+"/console/doctor", chromedp.WaitVisible(chromedp.CSS("#checks")))
 	noSecrets(t, "doctor page", html, secrets)
-	for _, want := range []string{"retention", "expiry payloads/", "deployment key", "PASS"} {
+	for _, want := range []string{"retention", "expiry payloads/", "deployment key", "PASS", "without its probes"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("doctor page lacks %q", want)
 		}
+	}
+	// Its probes run only when asked, by the page's own (same-origin) form.
+	html = do(t, ctx, shots, "08b-doctor-probed", chromedp.Click(chromedp.CSS("#probe")), chromedp.WaitVisible(chromedp.CSS("#probed")))
+	noSecrets(t, "probed doctor page", html, secrets)
+	if !strings.Contains(html, "wrote") {
+		t.Errorf("the probed doctor page does not say it wrote its probes")
 	}
 
 	// River UI: its own page, then the page of a completed job (its
