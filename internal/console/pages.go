@@ -273,7 +273,7 @@ func (c *Console) lifetimes(ctx context.Context) []lifetime {
 		case err != nil:
 			l.Unknown = "cannot read the bucket's lifecycle configuration (" + claimcheck.Reason(err) + ")"
 		case !ok:
-			l.Unknown = "no lifecycle rule expires it here (a file store's sweeper, or no expiry at all: see the Doctor page)"
+			l.Unknown = "no lifecycle rule expires it here (a file store's sweeper expires it, or nothing does: the Doctor's expiry checks say which)"
 		default:
 			l.Have, l.Rule, l.OK = days, rule, days >= p.need
 		}
