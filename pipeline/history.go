@@ -6,12 +6,8 @@ package pipeline
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
-
-	"github.com/riverqueue/river"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -43,12 +39,9 @@ type History struct {
 // JobHistory returns a job's recorded attempts and trace context.
 // Errors: ErrJobNotFound; the job database's, wrapped.
 func (p *Pipeline) JobHistory(ctx context.Context, id int64) (*History, error) {
-	row, err := p.client.JobGet(ctx, id)
-	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
-		return nil, JobNotFound(id)
-	}
+	row, err := p.jobRow(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
+		return nil, err
 	}
 	h := &History{}
 	for _, e := range row.Errors {

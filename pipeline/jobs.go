@@ -367,12 +367,9 @@ func JobNotFound(id int64) error { return fmt.Errorf("pipeline: job %d: %w", id,
 // (Pipeline.Inbox): StateSent, completed with its result, StateRetrying,
 // or dead with the reason its message was dead-lettered for.
 func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
-	row, err := p.client.JobGet(ctx, id)
-	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
-		return nil, JobNotFound(id)
-	}
+	row, err := p.jobRow(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
+		return nil, err
 	}
 	j, err := jobInfo(row)
 	if err != nil {
@@ -382,6 +379,19 @@ func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// jobRow is River's row of job id, one of ours.
+// Errors: ErrJobNotFound; the job database's, wrapped.
+func (p *Pipeline) jobRow(ctx context.Context, id int64) (*rivertype.JobRow, error) {
+	row, err := p.client.JobGet(ctx, id)
+	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
+		return nil, JobNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
+	}
+	return row, nil
 }
 
 // Outbox entry states, as Get and List show them once the relay has sent
