@@ -9,12 +9,14 @@ import (
 	"html"
 	"io/fs"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"go.opentelemetry.io/otel/trace"
@@ -394,4 +396,32 @@ func (tr *truth) screenshots(t *testing.T, newest, job int64) {
 	html = testenv.Do(t, ctx, shots, "07-doctor-probed", chromedp.Click(chromedp.CSS("#probe")), chromedp.WaitVisible(chromedp.CSS("#probed")))
 	tr.noSecrets(t, "probed doctor page in Chromium", html)
 	t.Logf("screenshots in %s", shots)
+}
+
+// FuzzParseFilter: whatever the query, parseFilter never panics, and a
+// filter it accepts survives its own links: the query a next or previous
+// link carries parses back to the same filter.
+func FuzzParseFilter(f *testing.F) {
+	for _, s := range []string{"kind=refuse&tenant=acme&since=1h", "state=dead&order=oldest", "reason=handler-permanent", "kind=Nope!", "since=forever", "after=12&before=3", "tenant=%2e%2e"} {
+		f.Add(s, false)
+	}
+	c := &Console{o: Options{Now: time.Now, RowLimit: 50}}
+	f.Fuzz(func(t *testing.T, raw string, dead bool) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		flt, _, bad := c.parseFilter(q, dead)
+		if bad != "" {
+			return
+		}
+		back, err := url.ParseQuery(strings.TrimPrefix(flt.query(dead, "after", 7), "?"))
+		if err != nil {
+			t.Fatalf("link query %q: %v", flt.query(dead, "after", 7), err)
+		}
+		again, _, bad := c.parseFilter(back, dead)
+		if bad != "" || again != flt || back.Get("after") != "7" {
+			t.Fatalf("filter %+v became %+v (%q) through its link", flt, again, bad)
+		}
+	})
 }
