@@ -35,9 +35,8 @@ var funcs = template.FuncMap{
 		}
 		return claimcheck.FormatDuration(d.Round(time.Second))
 	},
-	"upper": func(v any) string { return strings.ToUpper(fmt.Sprint(v)) },
-	"add":   func(a, b int64) int64 { return a + b },
-	// trimReason is a recorded error without its leading reason.
+	"upper":      func(v any) string { return strings.ToUpper(fmt.Sprint(v)) },
+	"add":        func(a, b int64) int64 { return a + b },
 	"trimReason": trimReason,
 	// dict makes a map of its key, value pairs, for a template's argument.
 	"dict": func(kv ...any) (map[string]any, error) {
