@@ -178,13 +178,17 @@ type RedactedTicket struct {
 	// Placement is "inline" or "offloaded".
 	Placement string `json:"placement"`
 	Encrypted bool   `json:"encrypted,omitempty"`
-	Signed    bool   `json:"signed,omitempty"`
+	// KID is the id of the key-encryption key that wrapped an inline
+	// payload's data key (Ticket.KID; an offloaded payload's is in its
+	// object's metadata): an id, never key material.
+	KID    string `json:"kid,omitempty"`
+	Signed bool   `json:"signed,omitempty"`
 }
 
 // Redact returns t as a page may show it.
 func Redact(t *claimcheck.Ticket) *RedactedTicket {
 	r := &RedactedTicket{Tenant: t.Tenant, Store: t.Store, Key: t.RedactedKey(), SHA256: t.DigestPrefix(), Size: t.Size,
-		ContentType: t.ContentType, Created: t.Created, Placement: placement(t), Encrypted: t.DEK != "", Signed: t.Sig != ""}
+		ContentType: t.ContentType, Created: t.Created, Placement: placement(t), Encrypted: t.DEK != "", KID: t.KID, Signed: t.Sig != ""}
 	return r
 }
 
