@@ -51,6 +51,18 @@ func EchoWorkflow(ctx workflow.Context, in []byte) ([]byte, error) {
 	return out, err
 }
 
+// startEchoWorker starts an EchoWorkflow worker in this process.
+func startEchoWorker(t *testing.T, c client.Client) worker.Worker {
+	t.Helper()
+	w := worker.New(c, echoQueue, worker.Options{})
+	w.RegisterWorkflow(EchoWorkflow)
+	w.RegisterActivity(EchoActivity)
+	if err := w.Start(); err != nil {
+		t.Fatalf("worker start: %v", err)
+	}
+	return w
+}
+
 // storageOptions is the client option that sets d as the only driver.
 func storageOptions(d *cctemporal.Driver) client.Options {
 	return client.Options{ExternalStorage: converter.ExternalStorage{Drivers: []converter.StorageDriver{d}}}
@@ -112,13 +124,7 @@ func TestTemporalNamespaceTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := ts.NewClientWithOptions(storageOptions(d))
-	w := worker.New(c, echoQueue, worker.Options{})
-	w.RegisterWorkflow(EchoWorkflow)
-	w.RegisterActivity(EchoActivity)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	defer startEchoWorker(t, c).Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	in := bigResult(3, 300<<10)
@@ -182,13 +188,7 @@ func TestTemporalPayloadDeletedOutOfBand(t *testing.T) {
 	if err := store.Bucket().Delete(ctx, tickets[0].Key); err != nil {
 		t.Fatalf("delete the input object: %v", err)
 	}
-	w := worker.New(c, echoQueue, worker.Options{})
-	w.RegisterWorkflow(EchoWorkflow)
-	w.RegisterActivity(EchoActivity)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	defer startEchoWorker(t, c).Stop()
 
 	// The workflow task fails with the driver's error, recorded in the
 	// history; the workflow stays open (Temporal re-attempts a failed
@@ -386,12 +386,7 @@ func TestTemporalWorkerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	w := worker.New(c, echoQueue, worker.Options{})
-	w.RegisterWorkflow(EchoWorkflow)
-	w.RegisterActivity(EchoActivity)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w := startEchoWorker(t, c)
 	fmt.Println("worker started")
 	_, _ = bufio.NewReader(os.Stdin).ReadString(0) // until the test closes it
 	w.Stop()

@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/claimcheck/claimcheck/internal/testenv"
+	"github.com/claimcheck/claimcheck/internal/testenv/browsertest"
 )
 
 // serveConsole starts serve in-process on addr (host:port) and returns
@@ -136,12 +137,12 @@ func noSecrets(t *testing.T, what, page string, secrets []string) {
 
 // The browser helpers, shared with the console package's tests.
 var (
-	screenshotDir = testenv.ScreenshotDir
-	newBrowser    = testenv.NewBrowser
-	visit         = testenv.Visit
-	do            = testenv.Do
-	textIncludes  = testenv.TextIncludes
-	text          = testenv.Text
+	screenshotDir = browsertest.ScreenshotDir
+	newBrowser    = browsertest.NewBrowser
+	visit         = browsertest.Visit
+	do            = browsertest.Do
+	textIncludes  = browsertest.TextIncludes
+	text          = browsertest.Text
 )
 
 func writeFile(t *testing.T, path, content string) string {

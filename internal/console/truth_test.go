@@ -22,7 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/claimcheck/claimcheck"
-	"github.com/claimcheck/claimcheck/internal/testenv"
+	"github.com/claimcheck/claimcheck/internal/testenv/browsertest"
 	"github.com/claimcheck/claimcheck/ops"
 	"github.com/claimcheck/claimcheck/pipeline"
 	"github.com/claimcheck/claimcheck/pipelinetest"
@@ -373,27 +373,27 @@ func (tr *truth) serve(t *testing.T) string {
 // screenshots renders the overview, the first and last dead-letter pages,
 // a job's page and the Doctor page in Chromium and saves them.
 func (tr *truth) screenshots(t *testing.T, newest, job int64) {
-	ctx := testenv.NewBrowser(t)
-	shots := testenv.ScreenshotDir(t)
+	ctx := browsertest.NewBrowser(t)
+	shots := browsertest.ScreenshotDir(t)
 	srv := tr.serve(t)
-	html := testenv.Visit(t, ctx, shots, "01-overview", srv+"/console/", chromedp.WaitVisible(chromedp.CSS("#chart-depth")))
+	html := browsertest.Visit(t, ctx, shots, "01-overview", srv+"/console/", chromedp.WaitVisible(chromedp.CSS("#chart-depth")))
 	tr.noSecrets(t, "overview in Chromium", html)
-	html = testenv.Visit(t, ctx, shots, "02-dead-newest", srv+"/console/dead", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#dead-%d", newest))))
+	html = browsertest.Visit(t, ctx, shots, "02-dead-newest", srv+"/console/dead", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#dead-%d", newest))))
 	tr.noSecrets(t, "dead-letter page in Chromium", html)
 	for i := range 4 { // each next page's first row is the 50th older one
 		first := tr.dead[len(tr.dead)-1-50*(i+1)]
-		html = testenv.Do(t, ctx, shots, fmt.Sprintf("03-dead-page-%d", i+2), chromedp.Click(chromedp.CSS("a.next")), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#dead-%d", first))))
+		html = browsertest.Do(t, ctx, shots, fmt.Sprintf("03-dead-page-%d", i+2), chromedp.Click(chromedp.CSS("a.next")), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf("#dead-%d", first))))
 	}
 	if got := ids(html); len(got) != 10 {
 		t.Errorf("in Chromium, the fifth dead-letter page shows %d rows, want 10", len(got))
 	}
-	html = testenv.Visit(t, ctx, shots, "04-dead-filtered", srv+"/console/dead?kind=refuse&since=1h", chromedp.WaitVisible(chromedp.CSS("#dead")))
+	html = browsertest.Visit(t, ctx, shots, "04-dead-filtered", srv+"/console/dead?kind=refuse&since=1h", chromedp.WaitVisible(chromedp.CSS("#dead")))
 	tr.noSecrets(t, "filtered dead-letter page in Chromium", html)
-	html = testenv.Visit(t, ctx, shots, "05-job", fmt.Sprintf("%s/console/jobs/%d", srv, job), chromedp.WaitVisible(chromedp.CSS("#attempts")))
+	html = browsertest.Visit(t, ctx, shots, "05-job", fmt.Sprintf("%s/console/jobs/%d", srv, job), chromedp.WaitVisible(chromedp.CSS("#attempts")))
 	tr.noSecrets(t, "job page in Chromium", html)
-	html = testenv.Visit(t, ctx, shots, "06-doctor", srv+"/console/doctor", chromedp.WaitVisible(chromedp.CSS("#checks")))
+	html = browsertest.Visit(t, ctx, shots, "06-doctor", srv+"/console/doctor", chromedp.WaitVisible(chromedp.CSS("#checks")))
 	tr.noSecrets(t, "doctor page in Chromium", html)
-	html = testenv.Do(t, ctx, shots, "07-doctor-probed", chromedp.Click(chromedp.CSS("#probe")), chromedp.WaitVisible(chromedp.CSS("#probed")))
+	html = browsertest.Do(t, ctx, shots, "07-doctor-probed", chromedp.Click(chromedp.CSS("#probe")), chromedp.WaitVisible(chromedp.CSS("#probed")))
 	tr.noSecrets(t, "probed doctor page in Chromium", html)
 	t.Logf("screenshots in %s", shots)
 }

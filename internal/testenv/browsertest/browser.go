@@ -1,7 +1,8 @@
-package testenv
-
-// Browser tests: headless Chromium driven by chromedp, with full-page
-// screenshots kept as the test's artifacts.
+// Package browsertest drives headless Chromium (chromedp) for the console's
+// browser tests, keeping full-page screenshots as the test's artifacts. It
+// is a package of its own so that the tests importing testenv do not link
+// chromedp.
+package browsertest
 
 import (
 	"context"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // ScreenshotDir is $CLAIMCHECK_SCREENSHOT_DIR/<test name>, or the test's
@@ -32,10 +35,10 @@ func ScreenshotDir(t *testing.T) string {
 // when t ends.
 func NewBrowser(t *testing.T) context.Context {
 	t.Helper()
-	chromium := Chromium(t)
+	chromium := testenv.Chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0], chromedp.DefaultExecAllocatorOptions[:]...)
 	opts = append(opts, chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1500, 1000))
-	for _, f := range ChromiumFlags {
+	for _, f := range testenv.ChromiumFlags {
 		opts = append(opts, chromedp.Flag(f, true))
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
