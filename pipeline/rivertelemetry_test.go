@@ -56,7 +56,7 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 		for _, s := range spans.Ended() {
 			names[s.Name()] = true
 		}
-		for _, want := range []string{"river.insert_many", "river.work", "claimcheck.enqueue"} {
+		for _, want := range []string{"river.insert_many", "river.work", "send traced"} {
 			if !names[want] {
 				t.Errorf("no %s span among %v", want, names)
 			}

@@ -130,15 +130,15 @@ func TestMetricsRun(t *testing.T) {
 		value  float64 // a counter's increase
 		count  float64 // a histogram's observations
 	}{
-		{"claimcheck_payload_checked_in_bytes_total", map[string]string{"role": "payload", "tenant": "local"}, float64(bytesIn), 0},
-		{"claimcheck_payload_claimed_bytes_total", map[string]string{"tenant": "local", "kind": "pdf-info"}, float64(bytesIn), 0},
-		{"claimcheck_job_attempts_total", map[string]string{"kind": "pdf-info", "outcome": "completed"}, n, 0},
+		{"claimcheck_payload_checked_in_bytes_total", map[string]string{"claimcheck_role": "payload", "claimcheck_tenant": "local"}, float64(bytesIn), 0},
+		{"claimcheck_payload_claimed_bytes_total", map[string]string{"claimcheck_tenant": "local", "claimcheck_kind": "pdf-info"}, float64(bytesIn), 0},
+		{"claimcheck_job_attempts_total", map[string]string{"claimcheck_kind": "pdf-info", "claimcheck_outcome": "completed"}, n, 0},
 		{"claimcheck_job_dead_letters_total", nil, 0, 0},
-		{"claimcheck_check_in_duration_seconds", map[string]string{"role": "payload", "outcome": "ok"}, 0, n},
-		{"claimcheck_check_in_duration_seconds", map[string]string{"role": "result", "outcome": "ok"}, 0, n},
-		{"claimcheck_claim_duration_seconds", map[string]string{"kind": "pdf-info", "outcome": "ok"}, 0, n},
-		{"claimcheck_verify_duration_seconds", map[string]string{"kind": "pdf-info", "outcome": "ok"}, 0, n},
-		{"claimcheck_handler_duration_seconds", map[string]string{"kind": "pdf-info", "outcome": "ok"}, 0, n},
+		{"claimcheck_check_in_duration_seconds", map[string]string{"claimcheck_role": "payload"}, 0, n},
+		{"claimcheck_check_in_duration_seconds", map[string]string{"claimcheck_role": "result"}, 0, n},
+		{"claimcheck_claim_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}, 0, n},
+		{"claimcheck_verify_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}, 0, n},
+		{"claimcheck_handler_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}, 0, n},
 	} {
 		d := delta(c.name, c.labels)
 		if d.value != c.value || d.count != c.count {
@@ -147,7 +147,7 @@ func TestMetricsRun(t *testing.T) {
 			t.Logf("%s%v: +%v (histogram: +%v observations, +%.3f s)", c.name, c.labels, d.value, d.count, d.sum)
 		}
 	}
-	if s := delta("claimcheck_handler_duration_seconds", map[string]string{"kind": "pdf-info"}); s.sum <= 0 {
+	if s := delta("claimcheck_handler_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}); s.sum <= 0 {
 		t.Errorf("handler durations sum to %v s", s.sum)
 	}
 
@@ -165,14 +165,14 @@ func TestMetricsRun(t *testing.T) {
 		t.Fatalf("work: exit %d, want 1 (a dead letter)\n%s", r.code, r.stderr)
 	}
 	before, after = after, scrape(t, srv.URL+"/metrics")
-	missing := map[string]string{"kind": "pdf-info", "reason": claimcheck.ReasonPayloadMissing}
+	missing := map[string]string{"claimcheck_kind": "pdf-info", "claimcheck_reason": claimcheck.ReasonPayloadMissing}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 	}{
 		{"claimcheck_job_dead_letters_total", missing},
 		{"claimcheck_verify_failures_total", missing},
-		{"claimcheck_job_attempts_total", map[string]string{"kind": "pdf-info", "outcome": "dead", "reason": claimcheck.ReasonPayloadMissing}},
+		{"claimcheck_job_attempts_total", map[string]string{"claimcheck_kind": "pdf-info", "claimcheck_outcome": "dead", "claimcheck_reason": claimcheck.ReasonPayloadMissing}},
 	} {
 		if v := delta(c.name, c.labels).value; v != 1 {
 			t.Errorf("%s%v moved by %v, want 1", c.name, c.labels, v)
@@ -376,7 +376,7 @@ func TestMetricsSweep(t *testing.T) {
 			t.Fatalf("%v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
 		}
 		fams := scrape(t, srv.URL+"/metrics")
-		labels := map[string]string{"dry_run": strconv.FormatBool(c.dryRun), "outcome": "ok"}
+		labels := map[string]string{"claimcheck_dry_run": strconv.FormatBool(c.dryRun), "claimcheck_outcome": "ok"}
 		found, removed := total(fams, "claimcheck_sweep_orphans_found", labels).value, total(fams, "claimcheck_sweep_orphans_removed", labels).value
 		if found != c.found || removed != c.removed {
 			t.Errorf("%v: orphans found %v removed %v, want %v and %v", args, found, removed, c.found, c.removed)

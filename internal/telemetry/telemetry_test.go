@@ -80,7 +80,6 @@ func setenv(t *testing.T, kvs ...string) {
 	}
 }
 
-
 // use makes the providers, records one span and one counter, and shuts
 // them down.
 func use(t *testing.T) {
