@@ -181,12 +181,33 @@ func (r *riverOTel) InsertMany(ctx context.Context, params []*rivertype.JobInser
 	return r.mw.InsertMany(ctx, params, doInner)
 }
 
+// Work runs otelriver's work middleware around doInner, handing it the
+// attempt's error as its reason only (reasonOnly), which otelriver puts in
+// river.work's span status: never the message, which may carry a
+// handler's output. River gets the error itself.
 func (r *riverOTel) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	if r.off(ctx) {
 		return doInner(ctx)
 	}
-	return r.mw.Work(ctx, job, doInner)
+	var inner error
+	err := r.mw.Work(ctx, job, func(ctx context.Context) error {
+		if inner = doInner(ctx); inner != nil {
+			return reasonOnly{inner}
+		}
+		return nil
+	})
+	if _, ok := err.(reasonOnly); ok {
+		return inner
+	}
+	return err
 }
+
+// reasonOnly is an error whose message is its claimcheck.Reason; it
+// unwraps to the error, for errors.Is and As (River's snooze).
+type reasonOnly struct{ err error }
+
+func (e reasonOnly) Error() string { return claimcheck.Reason(e.err) }
+func (e reasonOnly) Unwrap() error { return e.err }
 
 func (r *riverOTel) MetricEmit(ctx context.Context, params *rivertype.HookMetricEmitParams) {
 	if !r.metricsOff() {
