@@ -113,3 +113,31 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		})
 	}
 }
+
+// TestSubmitPushesMetrics: a single `submit` process, with
+// OTEL_METRICS_EXPORTER=otlp, pushes its metrics as it exits (OTLP over
+// gRPC to an in-test receiver): the check-in's bytes and the enqueue's
+// messaging metrics.
+func TestSubmitPushesMetrics(t *testing.T) {
+	rec := otlptest.NewGRPC(t)
+	t.Setenv("OTEL_METRICS_EXPORTER", "otlp")
+	b := setup(t)
+	file := filepath.Join(t.TempDir(), "payload.txt")
+	if err := os.WriteFile(file, []byte("metered"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.command(rec, "submit", "submit", "--kind", "metered", "--tenant", "acme", file)
+	got := map[string]map[string]string{}
+	for _, m := range rec.Metrics() {
+		got[m.Name] = m.Attrs
+		t.Logf("%s %s %v", m.Service, m.Name, m.Attrs)
+	}
+	for _, want := range []string{"claimcheck.payload.checked_in", "messaging.client.operation.duration", "messaging.client.sent.messages"} {
+		if got[want] == nil {
+			t.Errorf("no %s metric pushed", want)
+		}
+	}
+	if a := got["messaging.client.sent.messages"]; a["messaging.system"] != "river" || a["messaging.destination.name"] != "metered" || a["messaging.operation.name"] != "enqueue" {
+		t.Errorf("messaging.client.sent.messages attributes %v", a)
+	}
+}
