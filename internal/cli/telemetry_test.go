@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -341,6 +343,70 @@ func TestJobLogLine(t *testing.T) {
 		t.Logf("%s", found)
 	}
 	for _, secret := range []string{key, "payload-marker"} {
+		if strings.Contains(r.stderr, secret) {
+			t.Errorf("work's log holds %q:\n%s", secret, r.stderr)
+		}
+	}
+}
+
+// TestJobLogLineJSON: with --log-format json, each attempt is one JSON
+// object on standard error (no other line about it): a success, a
+// transient failure and a permanent one (exit 65), the handler's standard
+// error kept with the failed attempt, quoted, its full digests shortened,
+// and never written raw.
+func TestJobLogLineJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const kind = "jsonline"
+	for _, p := range []string{"okay-payload-marker", "fail-payload-marker", "dead-payload-marker"} {
+		if r := b.run(p, "submit", "--json", "--kind", kind, "--tenant", "acme", "--max-attempts", "2", "-"); r.code != 0 {
+			t.Fatalf("submit: %+v", r)
+		}
+	}
+	digest := strings.Repeat("ab", 32)
+	script := `p=$(head -c 4); echo "note from $p" >&2; case $p in fail) echo "try again later" >&2; exit 1;; dead) echo "bad input ` + digest + `" >&2; exit 65;; esac; echo done`
+	r := b.run("", "--log-level", "info", "--log-format", "json", "work", "--kind", kind, "--until-empty", "--exec", "--", "sh", "-c", script)
+	if r.code != 1 {
+		t.Fatalf("work: exit %d, want 1 (dead letters)\n%s", r.code, r.stderr)
+	}
+	var attempts []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if !strings.HasPrefix(l, "{") {
+			if strings.Contains(l, "failed") || strings.Contains(l, "note from") || strings.Contains(l, "try again") {
+				t.Errorf("a line besides the JSON ones: %s", l)
+			}
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not JSON: %s: %v", l, err)
+			continue
+		}
+		if m["msg"] == "job attempt" {
+			attempts = append(attempts, m)
+			t.Logf("%s", l)
+		}
+	}
+	want := map[string]string{"completed/": "", "retrying/transient": "try again later", "dead/transient": "try again later", "dead/handler-permanent": "bad input abababababab…"}
+	seen := map[string]bool{}
+	for _, m := range attempts {
+		k := fmt.Sprint(m["outcome"], "/", m["reason"])
+		tail, ok := want[k]
+		if !ok {
+			t.Errorf("unexpected attempt %s: %v", k, m)
+			continue
+		}
+		seen[k] = true
+		if e, _ := m["error"].(string); tail != "" && !strings.Contains(e, `stderr: "note from`) || !strings.Contains(fmt.Sprint(m["error"]), tail) {
+			t.Errorf("attempt %s: error %q lacks the handler's stderr %q", k, m["error"], tail)
+		}
+	}
+	for k := range want {
+		if !seen[k] {
+			t.Errorf("no attempt line %s among %d", k, len(attempts))
+		}
+	}
+	for _, secret := range []string{digest, "payload-marker"} {
 		if strings.Contains(r.stderr, secret) {
 			t.Errorf("work's log holds %q:\n%s", secret, r.stderr)
 		}
