@@ -92,6 +92,22 @@ console.log(JSON.stringify({ traceparent: c.traceparent, outcome }));`)
 			if i := slices.IndexFunc(trace, func(s otlptest.Span) bool { return s.Name == "send traced" }); i >= 0 && trace[i].Parent != parent {
 				t.Errorf("the enqueue's parent is %s, want the producer's span %s", trace[i].Parent, parent)
 			}
+			if php := phpClient(); php.missing == "" {
+				// The PHP client, producer and worker: the claim's trace id
+				// is the one it submitted with.
+				rand.Read(id[:])
+				traceID = hex.EncodeToString(id[:16])
+				out := strings.TrimSpace(php.run(t, url, "-r", `require 'src/ClaimCheck.php';
+$c = new ClaimCheck\Client();
+$c->submit('php traced', 'traced', 'acme', traceparent: $argv[1]);
+$cl = $c->claim('traced', [], 30);
+$o = $cl->complete('php result');
+echo $cl->traceparent, ' ', $o['state'], "\n";`, "00-"+traceID+"-"+hex.EncodeToString(id[16:])+"-01"))
+				t.Logf("PHP producer and worker: %s", out)
+				if f := strings.Fields(out); len(f) != 2 || !strings.Contains(f[0], "-"+traceID+"-") || f[1] != "completed" {
+					t.Errorf("PHP: claim's traceparent and outcome %q, want trace %s, completed", out, traceID)
+				}
+			}
 		})
 	}
 }
