@@ -61,6 +61,11 @@ type DoctorOptions struct {
 	MaxMessageSize int64
 	// Tenant is the reserved tenant of the probes. Default DoctorTenant.
 	Tenant string
+	// NoProbes skips the checks that write probe objects (store,
+	// credentials, keeper: reported as skipped), for a page that must not
+	// write on every view; the others only read (the deployment key check
+	// reads existing objects' attributes and unwraps their data keys).
+	NoProbes bool
 }
 
 // Doctor checks a live configuration and reports, one Check each:
@@ -88,9 +93,10 @@ type DoctorOptions struct {
 //     one the Retention counts, and a dead letter's payload outlives it;
 //   - inline threshold: see CheckInlineThreshold.
 //
-// Every probe is deleted before Doctor returns. Doctor returns an error
-// only for bad options (claimcheck.ErrConfig) or a cancelled ctx; a failed
-// check is a Report that is not OK.
+// Every probe is deleted before Doctor returns; with NoProbes none is
+// written. Doctor returns an error only for bad options
+// (claimcheck.ErrConfig) or a cancelled ctx; a failed check is a Report
+// that is not OK.
 func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 	if opts.Pipeline == nil || opts.Retention == nil {
 		return nil, fmt.Errorf("ops: doctor needs a pipeline and a retention: %w", claimcheck.ErrConfig)
@@ -111,8 +117,15 @@ func Doctor(ctx context.Context, opts DoctorOptions) (*Report, error) {
 	}
 	d := &doctor{o: opts, st: st, rep: &Report{}}
 	d.scheme, d.bucket = storeScheme(opts.StoreURL)
-	storeOK := d.checkStore(ctx)
-	d.checkKeeper(ctx, storeOK)
+	storeOK := true
+	if opts.NoProbes {
+		for _, name := range []string{CheckStore, CheckCredentials, CheckKeeper} {
+			d.rep.add(name, StatusSkip, "not probed: this view only reads (run the probes to write, read back and delete probe objects)")
+		}
+	} else {
+		storeOK = d.checkStore(ctx)
+		d.checkKeeper(ctx, storeOK)
+	}
 	d.checkDeploymentKey(ctx, storeOK)
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -184,6 +184,22 @@ func TestDoctorFileStore(t *testing.T) {
 		t.Errorf("doctor left files behind: %v", left)
 	}
 
+	// NoProbes: the probing checks are skipped, the reading ones run.
+	rep, err = Doctor(context.Background(), DoctorOptions{Pipeline: b.p, Retention: r, NoProbes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{CheckStore, CheckCredentials, CheckKeeper} {
+		if c := rep.Check(name); c == nil || c.Status != StatusSkip {
+			t.Errorf("NoProbes: check %q: %+v, want skipped", name, c)
+		}
+	}
+	for _, name := range []string{CheckDeploymentKey, CheckRetention, CheckExpiry + "payloads/", CheckDeadLetter, CheckInline} {
+		if c := rep.Check(name); c == nil || c.Status != StatusPass {
+			t.Errorf("NoProbes: check %q: %+v, want passed", name, c)
+		}
+	}
+
 	// The retention sum counting 7 days of dead letters while the pipeline
 	// keeps 14: a failure.
 	r7, _ := claimcheck.ComputeRetention(claimcheck.RetentionInputs{DeadLetter: 7 * 24 * time.Hour})

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -68,11 +67,32 @@ func (j *JobInfo) Ticket() *claimcheck.Ticket { return j.ticket }
 // ResultTicket is the ticket of the job's result, or nil.
 func (j *JobInfo) ResultTicket() *claimcheck.Ticket { return j.result }
 
-func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
+// errNotOwn is jobInfo's error for a River job that is not claimcheck's
+// (ownJob).
+var errNotOwn = errors.New("not a claimcheck job")
+
+// ownArgs decodes row's arguments; errNotOwn when row is another
+// program's River job (ownJob).
+func ownArgs(row *rivertype.JobRow) (*jobArgs, error) {
 	var args jobArgs
 	if err := jsonUnmarshal(row.EncodedArgs, &args); err != nil {
+		if row.Kind != legacyRiverKind {
+			return nil, errNotOwn // another program's arguments
+		}
 		return nil, err
 	}
+	if !ownJob(row, &args) {
+		return nil, errNotOwn
+	}
+	return &args, nil
+}
+
+func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
+	a, err := ownArgs(row)
+	if err != nil {
+		return nil, err
+	}
+	args := *a
 	args.Ticket = compactJSON(args.Ticket)
 	j := &JobInfo{
 		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State), Destination: args.Destination,
@@ -89,11 +109,10 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 		j.ticket, j.Inline, j.Size, j.SHA256 = t, t.IsInline(), t.Size, t.DigestPrefix()
 	}
 	if n := len(row.Errors); n > 0 {
-		// River records a cancelled job's error as "JobCancelError: " + our
-		// "<reason>: …"; drop its prefix so Reason reads ours.
-		j.Error = strings.TrimPrefix(row.Errors[n-1].Error, "JobCancelError: ")
-		if j.Dead { // our error starts with its reason (see reasonError)
-			j.Reason, _, _ = strings.Cut(j.Error, ": ")
+		reason, text := recordedError(row.Errors[n-1].Error)
+		j.Error = text
+		if j.Dead {
+			j.Reason = reason
 		}
 	}
 	if j.Dead && j.Reason == "" {
@@ -259,7 +278,7 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 		// Ordered by id only, River's cursor compares the id alone.
 		params = params.After(river.JobListCursorFromJob(&rivertype.JobRow{ID: opts.AfterID}))
 	}
-	params = params.Kinds(riverKind)
+	params = params.Where(ownJobsSQL)
 	// Broker dead letters (sent outbox entries, completed in River) are
 	// merged into the dead letters in the list's order.
 	var brokerDead []int64
@@ -300,6 +319,9 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 				return err
 			}
 			j, err := jobInfo(row)
+			if errors.Is(err, errNotOwn) {
+				continue // ownJobsSQL selected none such
+			}
 			if err != nil {
 				return err
 			}
@@ -369,12 +391,9 @@ func JobNotFound(id int64) error { return fmt.Errorf("pipeline: job %d: %w", id,
 // (Pipeline.Inbox): StateSent, completed with its result, StateRetrying,
 // or dead with the reason its message was dead-lettered for.
 func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
-	row, err := p.client.JobGet(ctx, id)
-	if errors.Is(err, river.ErrNotFound) || (err == nil && row.Kind != riverKind) {
-		return nil, JobNotFound(id)
-	}
+	row, err := p.jobRow(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
+		return nil, err
 	}
 	j, err := jobInfo(row)
 	if err != nil {
@@ -384,6 +403,22 @@ func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// jobRow is River's row of job id, one of ours.
+// Errors: ErrJobNotFound; the job database's, wrapped.
+func (p *Pipeline) jobRow(ctx context.Context, id int64) (*rivertype.JobRow, error) {
+	row, err := p.client.JobGet(ctx, id)
+	if errors.Is(err, river.ErrNotFound) {
+		return nil, JobNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
+	}
+	if _, err := ownArgs(row); errors.Is(err, errNotOwn) {
+		return nil, JobNotFound(id)
+	}
+	return row, nil
 }
 
 // Outbox entry states, as Get and List show them once the relay has sent

@@ -90,10 +90,10 @@ func (p *Pipeline) ReleaseJob(ctx context.Context, id int64, opts *ReleaseOption
 	}
 	if p.dialect == "sqlite" {
 		q = `UPDATE river_job SET state = 'available', attempt = max(attempt - 1, 0), scheduled_at = datetime('now', 'subsec')
-			WHERE id = $1 AND state = 'running' AND attempted_at < datetime('now', 'subsec', $2)`
+			WHERE id = $1 AND state = 'running' AND attempted_at < datetime('now', 'subsec', $2) AND ` + ownJobsSQL
 	} else {
 		q = `UPDATE river_job SET state = 'available', attempt = GREATEST(attempt - 1, 0), scheduled_at = now()
-			WHERE id = $1 AND state = 'running' AND attempted_at < now() - make_interval(secs => $2::float8)`
+			WHERE id = $1 AND state = 'running' AND attempted_at < now() - make_interval(secs => $2::float8) AND ` + ownJobsSQL
 	}
 	var arg any = secs
 	if p.dialect == "sqlite" {
@@ -108,11 +108,18 @@ func (p *Pipeline) ReleaseJob(ctx context.Context, id int64, opts *ReleaseOption
 		return nil, fmt.Errorf("pipeline: release job %d: %w", id, err)
 	}
 	row, gerr := p.client.JobGet(ctx, id)
-	if gerr != nil || row.Kind != riverKind {
+	if gerr != nil {
 		if _, err := p.Get(ctx, id); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("pipeline: release job %d: %w", id, gerr)
+	}
+	j, err := jobInfo(row)
+	if errors.Is(err, errNotOwn) {
+		return nil, JobNotFound(id)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if n == 0 {
 		if row.State != rivertype.JobStateRunning {
@@ -124,7 +131,7 @@ func (p *Pipeline) ReleaseJob(ctx context.Context, id int64, opts *ReleaseOption
 		}
 		return nil, fmt.Errorf("pipeline: release job %d: lease renewed %s (lease %s): %w", id, beat, p.cfg.Lease, ErrJobHeld)
 	}
-	return jobInfo(row)
+	return j, nil
 }
 
 // Lease is the pipeline's job lease (Config.Lease).

@@ -157,18 +157,18 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 	if opts.MaxRetryDelay <= 0 {
 		opts.MaxRetryDelay = 15 * time.Second
 	}
-	workers := river.NewWorkers()
 	w := &relayWorker{p: p, opts: opts, reg: p.startFanOutRegistrar(opts.Transport, opts.Batch)}
 	w.pub = newBatcher(relayPublishBatch, max(1, opts.Batch/relayPublishBatch), relayLinger, w.publishBatch)
 	// After runClient, River has stopped: no Work call registers or
 	// publishes any more.
 	defer w.reg.Stop()
 	defer w.pub.Stop()
-	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
+	queue := outboxQueue(opts.Destination)
+	workers, err := riverWorkers(w, riverKind("", opts.Destination))
+	if err != nil {
 		return fmt.Errorf("pipeline: relay: %w", err)
 	}
-	queue := outboxQueue(opts.Destination)
-	err := p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty,
+	err = p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty,
 		drainOptions{filter: func(lp *river.JobListParams) *river.JobListParams { return brokerFilter(lp, opts.Broker) }})
 	if err == nil && opts.UntilEmpty {
 		w.reportLeft(ctx)

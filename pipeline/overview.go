@@ -29,6 +29,37 @@ import (
 // hold tickets, whose keys, inline payloads and wrapped keys no page shows.
 func (p *Pipeline) RiverClient() *river.Client[*sql.Tx] { return p.tools }
 
+// RegisterQueuesEvery is how often RegisterQueues looks for queues at
+// most; a call sooner after the last does nothing.
+const RegisterQueuesEvery = 10 * time.Second
+
+// RegisterQueues adds to River's queue table (river_queue) each queue
+// that holds a job still to be worked (available, pending, retryable,
+// running or scheduled) and has no row there, and returns how many it
+// added. River adds a queue's row only when a client starts working it,
+// and drops it a day after the last one stopped; River UI's Queues page
+// lists that table, so without this a queue whose jobs wait for a worker
+// that never ran is missing from it. Rows are only added, never changed:
+// a paused queue stays paused. One statement over River's fetch index;
+// calls within RegisterQueuesEvery of the last do nothing.
+// Errors: the job database's, wrapped.
+func (p *Pipeline) RegisterQueues(ctx context.Context) (int64, error) {
+	now, last := time.Now().UnixNano(), p.lastQueues.Load()
+	if now-last < int64(RegisterQueuesEvery) || !p.lastQueues.CompareAndSwap(last, now) {
+		return 0, nil
+	}
+	res, err := p.db.ExecContext(ctx, `INSERT INTO river_queue (name, created_at, updated_at)
+		SELECT DISTINCT queue, `+p.dbNow()+`, `+p.dbNow()+` FROM river_job
+		WHERE state IN ('available', 'pending', 'retryable', 'running', 'scheduled') AND queue NOT IN (SELECT name FROM river_queue)
+		ON CONFLICT (name) DO NOTHING`)
+	if err != nil {
+		p.lastQueues.Store(0) // the next call tries again
+		return 0, fmt.Errorf("pipeline: register queues in river_queue: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
 // OutboxStats is one outbox destination's queue.
 type OutboxStats struct {
 	Destination string `json:"destination"`
@@ -56,7 +87,7 @@ func (p *Pipeline) OutboxStats(ctx context.Context) ([]OutboxStats, error) {
 		MIN(CASE WHEN state IN ('available', 'running', 'retryable', 'scheduled') THEN id END),
 		SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END),
 		SUM(CASE WHEN state IN ('cancelled', 'discarded') THEN 1 ELSE 0 END)
-		FROM river_job WHERE kind = $1 AND queue LIKE $2 GROUP BY queue ORDER BY queue`, riverKind, outboxQueuePrefix+"%")
+		FROM river_job WHERE kind IN (queue, $1) AND queue LIKE $2 GROUP BY queue ORDER BY queue`, legacyRiverKind, outboxQueuePrefix+"%")
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
 	}
@@ -147,13 +178,17 @@ type RedactedTicket struct {
 	// Placement is "inline" or "offloaded".
 	Placement string `json:"placement"`
 	Encrypted bool   `json:"encrypted,omitempty"`
-	Signed    bool   `json:"signed,omitempty"`
+	// KID is the id of the key-encryption key that wrapped an inline
+	// payload's data key (Ticket.KID; an offloaded payload's is in its
+	// object's metadata): an id, never key material.
+	KID    string `json:"kid,omitempty"`
+	Signed bool   `json:"signed,omitempty"`
 }
 
 // Redact returns t as a page may show it.
 func Redact(t *claimcheck.Ticket) *RedactedTicket {
 	r := &RedactedTicket{Tenant: t.Tenant, Store: t.Store, Key: t.RedactedKey(), SHA256: t.DigestPrefix(), Size: t.Size,
-		ContentType: t.ContentType, Created: t.Created, Placement: placement(t), Encrypted: t.DEK != "", Signed: t.Sig != ""}
+		ContentType: t.ContentType, Created: t.Created, Placement: placement(t), Encrypted: t.DEK != "", KID: t.KID, Signed: t.Sig != ""}
 	return r
 }
 

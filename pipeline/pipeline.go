@@ -7,9 +7,10 @@
 // producer and worker processes. Both are migrated automatically on Open
 // (see Config.SkipMigrations and Migrate). Enqueueing checks the payload in
 // first, then writes the claims-registry row and the job carrying the ticket
-// in one transaction (docs/invariants.md, invariant 1). A claimcheck kind maps to a
-// River queue of the same name, so a worker works exactly the kinds it has
-// handlers for. Dead letters are River's cancelled jobs (permanent failure,
+// in one transaction (docs/invariants.md, invariant 1). A claimcheck kind
+// maps to a River queue and a River job kind of the same name, so a worker
+// works exactly the kinds it has handlers for (docs/invariants.md, "River
+// kinds"). Dead letters are River's cancelled jobs (permanent failure,
 // on the attempt that failed) and discarded jobs (transient failures past the
 // maximum attempts).
 //
@@ -76,9 +77,37 @@ func DefaultRetryWindow(maxAttempts int) time.Duration {
 	return claimcheck.RetryWindow(maxAttempts, DefaultJobTimeout, DefaultLease)
 }
 
-// riverKind is the River job kind of every claimcheck job; the claimcheck
-// kind travels in the args and names the queue.
-const riverKind = "claimcheck"
+// River's job kind (river_job.kind, the kind River UI and River's metrics
+// show) is the claimcheck kind of a job, the same as its arguments' "kind"
+// and its queue's (StoreQueue); an outbox entry's is its queue's name,
+// outboxQueuePrefix+destination, since its relay publishes entries of
+// every kind to that destination. legacyRiverKind was every job's and
+// entry's River kind before (docs/invariants.md, "River kinds"): workers
+// and relays still take jobs of that kind, so jobs enqueued before work
+// as they were. Nothing inserts it any more.
+const legacyRiverKind = "claimcheck"
+
+// riverKind is the River job kind of a job of claimcheck kind kind, or of
+// an outbox entry for dest (dest not empty).
+func riverKind(kind, dest string) string {
+	if dest != "" {
+		return outboxQueue(dest)
+	}
+	return kind
+}
+
+// ownJobsSQL is the condition on river_job that selects claimcheck's jobs
+// and outbox entries, and no River job of another program sharing the
+// database: a River kind equal to the arguments' kind (a job), to its
+// outbox queue (an entry, whose name no kind may take: ValidateKind), or
+// legacyRiverKind. ownJob is the same rule in Go.
+const ownJobsSQL = `(kind = args ->> 'kind' OR (kind = queue AND queue LIKE '` + outboxQueuePrefix + `%') OR kind = '` + legacyRiverKind + `')`
+
+// ownJob reports whether row, whose arguments are args, is claimcheck's
+// job or outbox entry (ownJobsSQL).
+func ownJob(row *rivertype.JobRow, args *jobArgs) bool {
+	return row.Kind == args.JobKind || row.Kind == row.Queue && strings.HasPrefix(row.Queue, outboxQueuePrefix) || row.Kind == legacyRiverKind
+}
 
 // Config configures a Pipeline.
 type Config struct {
@@ -176,6 +205,7 @@ type Pipeline struct {
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 	lastWake   atomic.Int64        // unix nanos of the last wakeWaiting
+	lastQueues atomic.Int64        // unix nanos of the last RegisterQueues
 	back       backSignal          // wakes untilDone's waits (work.go)
 	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)
 }
@@ -377,7 +407,8 @@ type insertArgs struct {
 	Destination    string             `json:"destination,omitempty"`
 }
 
-func (insertArgs) Kind() string { return riverKind }
+// Kind is the job's River kind (riverKind).
+func (a insertArgs) Kind() string { return riverKind(a.JobKind, a.Destination) }
 
 // ArgsOverhead bounds the bytes, in the job table, that a job's arguments
 // add around its ticket: field names, a 64-byte kind, a tenant, a 128-byte
@@ -390,7 +421,9 @@ const argsOverhead = ArgsOverhead
 // MaxIdempotencyKeyLen is the longest idempotency key, in bytes.
 const MaxIdempotencyKeyLen = 128
 
-func (jobArgs) Kind() string { return riverKind }
+// Kind is the job's River kind as the arguments say it (riverKind): a
+// job of legacyRiverKind says another.
+func (a jobArgs) Kind() string { return riverKind(a.JobKind, a.Destination) }
 
 // compactJSON returns b without insignificant whitespace. PostgreSQL keeps
 // job arguments as jsonb, which reads back reformatted ("a": 1, "b": 2);

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -81,10 +80,7 @@ func (p *Pipeline) QueueStats(ctx context.Context) ([]KindQueue, error) {
 	q := p.queueStatsSQL()
 	byKind := map[string]*KindQueue{}
 	kindOf := func(queue string) *KindQueue {
-		kind := queue
-		if rest, ok := strings.CutPrefix(queue, storeQueuePrefix); ok { // StoreQueue: STORE_KIND
-			_, kind, _ = strings.Cut(rest, "_")
-		}
+		kind := queueKind(queue)
 		k := byKind[kind]
 		if k == nil {
 			k = &KindQueue{Kind: kind, States: map[string]int64{}}

@@ -16,6 +16,16 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
+// spanAttr is span s's string attribute key, "" if it has none.
+func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
+}
+
 // traceparentOf is the W3C traceparent River's middleware put in job id's
 // metadata, "" for none.
 func (b *testBundle) traceparentOf(t *testing.T, id int64) string {
@@ -64,6 +74,12 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 		names := map[string]bool{}
 		for _, s := range spans.Ended() {
 			names[s.Name()] = true
+			if s.Name() == "river.work" {
+				// River's span says the claimcheck kind (River kind = claimcheck kind).
+				if kind := spanAttr(s, "kind"); kind != "traced" && kind != "failing" {
+					t.Errorf("river.work span's kind %q, want traced or failing", kind)
+				}
+			}
 			if s.Name() == "river.work" || s.Name() == "process failing" {
 				if st := s.Status(); strings.Contains(st.Description, "HANDLER-OUTPUT") {
 					t.Errorf("span %s's status carries the error's message: %q", s.Name(), st.Description)
@@ -85,6 +101,19 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
 				metrics[m.Name] = true
+				if m.Name != "river.work_count" {
+					continue
+				}
+				sum, ok := m.Data.(metricdata.Sum[int64])
+				if !ok || len(sum.DataPoints) == 0 {
+					t.Errorf("river.work_count is %T with no points", m.Data)
+					continue
+				}
+				for _, dp := range sum.DataPoints {
+					if kind, _ := dp.Attributes.Value("kind"); kind.AsString() != "traced" && kind.AsString() != "failing" {
+						t.Errorf("river.work_count's kind %q, want traced or failing", kind.AsString())
+					}
+				}
 			}
 		}
 		for _, want := range []string{"river.insert_count", "river.work_count"} {

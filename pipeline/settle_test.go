@@ -119,6 +119,12 @@ func TestReplayInsideJetStreamDuplicateWindow(t *testing.T) {
 	if j := b.get(t, res.JobID); !j.Dead {
 		t.Fatalf("job %d: state %s, want dead", j.ID, j.State)
 	}
+	// Count says what List lists: the broker dead letter among the dead.
+	for _, o := range []ListOptions{{State: StateDead}, {State: StateDead, Kind: "pages", Tenants: []string{"acme"}}} {
+		if n, err := b.p.Count(b.ctx, o); err != nil || n != 1 {
+			t.Errorf("Count(%+v) = %d, %v; want the broker dead letter", o, n, err)
+		}
+	}
 	const replayAfter = 10 * time.Second
 	time.Sleep(time.Until(first.Add(replayAfter)))
 	if _, err := b.p.Replay(b.ctx, res.JobID); err != nil {
@@ -144,6 +150,9 @@ func TestReplayInsideJetStreamDuplicateWindow(t *testing.T) {
 	}
 	if j := b.get(t, res.JobID); j.State != "completed" {
 		t.Fatalf("job %d after the replay: %s, want completed", j.ID, j.State)
+	}
+	if n, err := b.p.Count(b.ctx, ListOptions{State: StateDead}); err != nil || n != 0 {
+		t.Errorf("Count(dead) after the replay = %d, %v; want 0", n, err)
 	}
 }
 

@@ -96,6 +96,17 @@ func queueStore(q string) string {
 	return store
 }
 
+// queueKind is the kind whose jobs wait in queue q (StoreQueue), which is
+// also their River kind (riverKind); q itself for a queue not named by
+// StoreQueue.
+func queueKind(q string) string {
+	if rest, ok := strings.CutPrefix(q, storeQueuePrefix); ok { // STORE_KIND
+		_, kind, _ := strings.Cut(rest, "_")
+		return kind
+	}
+	return q
+}
+
 // initStores checks cfg's stores and indexes them by name: the default
 // store first, then Config.Stores. Errors: claimcheck.ErrConfig for a nil
 // store, two stores of one name, an invalid name, or an inline threshold

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -172,12 +173,36 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 		}
 	}
 	w := &worker{p: p, handlers: opts.Handlers, onDone: onDone, notify: opts.Notify, running: newRunning()}
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely[jobArgs](workers, w); err != nil {
+	workers, err := riverWorkers(w, slices.Collect(maps.Keys(opts.Handlers))...)
+	if err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
 	}
 	return p.runClient(ctx, workers, queues, names, opts.UntilEmpty, drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify, running: w.running,
 		filter: func(lp *river.JobListParams) *river.JobListParams { return tenantFilter(lp, p.store.Tenants()) }})
+}
+
+// riverWorkers registers w under each of River kinds kinds and under
+// legacyRiverKind, for jobs enqueued before River kinds were claimcheck
+// kinds: one worker for them all, which finds a job's handler by its
+// arguments' kind. Errors: River's, for a kind it refuses.
+func riverWorkers(w river.Worker[jobArgs], kinds ...string) (workers *river.Workers, err error) {
+	workers = river.NewWorkers()
+	defer func() { // AddWorkerArgs panics where AddWorkerSafely errs
+		if v := recover(); v != nil {
+			workers, err = nil, fmt.Errorf("register workers: %v", v)
+		}
+	}()
+	seen := map[string]bool{}
+	for _, k := range append(kinds, legacyRiverKind) {
+		if !seen[k] {
+			seen[k] = true
+			// River registers a worker under its args' Kind; AddWorkerArgs
+			// (which River's docs keep for edge cases) is its one way to
+			// register a type under kinds known only at run time.
+			river.AddWorkerArgs(workers, jobArgs{JobKind: k}, w)
+		}
+	}
+	return workers, nil
 }
 
 // drainOptions say how runClient stops.
@@ -1010,7 +1035,10 @@ func (p *Pipeline) wakeWaiting(ctx context.Context, queue string) {
 		return
 	}
 	// Ids only: the arguments, where inline payloads live, are not read.
-	rows, err := p.db.QueryContext(ctx, `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind = $2 AND `+p.waitingSQL(), queue, riverKind)
+	// The queue's own jobs have its kind as River kind, or the legacy one
+	// (ownJobsSQL without the arguments).
+	rows, err := p.db.QueryContext(ctx, `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind IN ($2, $3) AND `+p.waitingSQL(),
+		queue, queueKind(queue), legacyRiverKind)
 	var ids []int64
 	if err == nil {
 		for rows.Next() {

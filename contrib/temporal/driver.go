@@ -38,10 +38,21 @@ const (
 // Options configure a Driver.
 type Options struct {
 	// Tenant is the claimcheck tenant every payload is checked in under
-	// (claimcheck.ValidateTenant: 1–48 bytes of a-z, 0-9, '-', '_').
-	// Required. Retrieve reads any tenant the store serves (the tenant is in
-	// each ticket; claimcheck.Options.Tenants limits it).
+	// (claimcheck.ValidateTenant: 1–48 bytes of a-z, 0-9, '-', '_'), for
+	// every Temporal namespace not in Namespaces. Retrieve reads any tenant
+	// the store serves (the tenant is in each ticket;
+	// claimcheck.Options.Tenants limits it).
 	Tenant string
+	// Namespaces maps a Temporal namespace to the claimcheck tenant its
+	// payloads are checked in under, so that each namespace's objects live
+	// apart (payloads/<tenant>/...: their own keys, lifecycle rules, sweep
+	// and, with a deployment secret, their own key salt). Store reads the
+	// namespace of the workflow or activity it stores for
+	// (StorageDriverStoreContext.Target). A namespace not in the map takes
+	// Tenant; with Tenant empty it is refused (claimcheck.ErrTicketForbidden,
+	// permanent), as is a store call that names no namespace. At least one
+	// of Tenant and Namespaces is required.
+	Namespaces map[string]string
 	// Name is the driver's Name(), DefaultName when empty (a-z, 0-9, '-',
 	// '_'; at most 48 bytes). Give two drivers over two stores two names.
 	Name string
@@ -56,10 +67,11 @@ type Options struct {
 // Driver is a Temporal External Storage driver over a claimcheck Store. It
 // is safe for concurrent use. Create it with New.
 type Driver struct {
-	store  *claimcheck.Store
-	tenant string
-	name   string
-	max    int64
+	store      *claimcheck.Store
+	tenant     string
+	namespaces map[string]string
+	name       string
+	max        int64
 }
 
 var _ converter.StorageDriver = (*Driver)(nil)
@@ -68,14 +80,29 @@ var _ converter.StorageDriver = (*Driver)(nil)
 // The driver does not own store: close it after the Temporal clients and
 // workers that use the driver.
 //
-// Errors: claimcheck.ErrConfig for a nil store, an invalid tenant or name,
-// or a negative MaxPayloadSize.
+// Errors: claimcheck.ErrConfig for a nil store, no tenant at all, an
+// invalid tenant, namespace mapping or name, or a negative MaxPayloadSize.
 func New(store *claimcheck.Store, opts Options) (*Driver, error) {
 	if store == nil {
 		return nil, fmt.Errorf("claimcheck temporal driver: no store: %w", claimcheck.ErrConfig)
 	}
-	if err := claimcheck.ValidateTenant(opts.Tenant); err != nil {
-		return nil, fmt.Errorf("claimcheck temporal driver: tenant: %v: %w", err, claimcheck.ErrConfig)
+	if opts.Tenant == "" && len(opts.Namespaces) == 0 {
+		return nil, fmt.Errorf("claimcheck temporal driver: no tenant: set Options.Tenant, Options.Namespaces or both: %w", claimcheck.ErrConfig)
+	}
+	if opts.Tenant != "" {
+		if err := claimcheck.ValidateTenant(opts.Tenant); err != nil {
+			return nil, fmt.Errorf("claimcheck temporal driver: tenant: %v: %w", err, claimcheck.ErrConfig)
+		}
+	}
+	namespaces := make(map[string]string, len(opts.Namespaces))
+	for ns, tenant := range opts.Namespaces {
+		if ns == "" {
+			return nil, fmt.Errorf("claimcheck temporal driver: Namespaces: an empty namespace: %w", claimcheck.ErrConfig)
+		}
+		if err := claimcheck.ValidateTenant(tenant); err != nil {
+			return nil, fmt.Errorf("claimcheck temporal driver: Namespaces[%q]: %v: %w", ns, err, claimcheck.ErrConfig)
+		}
+		namespaces[ns] = tenant
 	}
 	name := opts.Name
 	if name == "" {
@@ -92,7 +119,7 @@ func New(store *claimcheck.Store, opts Options) (*Driver, error) {
 	case limit == 0:
 		limit = DefaultMaxPayloadSize
 	}
-	return &Driver{store: store, tenant: opts.Tenant, name: name, max: limit}, nil
+	return &Driver{store: store, tenant: opts.Tenant, namespaces: namespaces, name: name, max: limit}, nil
 }
 
 // Name is the driver's name (Options.Name or DefaultName).
@@ -101,22 +128,30 @@ func (d *Driver) Name() string { return d.name }
 // Type is DriverType.
 func (d *Driver) Type() string { return DriverType }
 
-// Store checks each payload into the store and returns one claim per
-// payload, in order. Payloads are stored concurrently, each under a permit
-// of ctx's limiter. Equal payloads land on one object (content address).
+// Store checks each payload into the store under the tenant of ctx's
+// namespace (Options.Namespaces, else Options.Tenant) and returns one claim
+// per payload, in order. Payloads are stored concurrently, each under a
+// permit of ctx's limiter. Equal payloads land on one object (content
+// address); storing again, as Temporal does when it retries a task, writes
+// nothing new and returns an equal claim.
 //
 // Errors name the payload's position and wrap claimcheck's: ErrUnavailable,
 // ErrAccessDenied or ErrKeeper (transient); ErrPayloadTooLarge past the
-// store's MaxPayloadSize (permanent). A failed Store leaves no object at a
-// final key for the payload that failed.
+// store's MaxPayloadSize and ErrTicketForbidden for a namespace with no
+// tenant (permanent). A failed Store leaves no object at a final key for the
+// payload that failed.
 func (d *Driver) Store(ctx converter.StorageDriverStoreContext, payloads []*commonpb.Payload) ([]converter.StorageDriverClaim, error) {
+	tenant, err := d.TenantOf(ctx.Target)
+	if err != nil {
+		return nil, fmt.Errorf("claimcheck temporal driver %q: store %d payloads: %w", d.name, len(payloads), err)
+	}
 	claims := make([]converter.StorageDriverClaim, len(payloads))
 	limiter := ctx.GetLimiter()
 	g, gctx := errgroup.WithContext(ctxOf(ctx.Context))
 	for i, p := range payloads {
 		g.Go(func() error {
 			return limiter.Permit(gctx, p, func() error {
-				c, err := d.store1(gctx, p)
+				c, err := d.store1(gctx, tenant, p)
 				if err != nil {
 					return fmt.Errorf("claimcheck temporal driver %q: store payload %d of %d: %w", d.name, i+1, len(payloads), err)
 				}
@@ -131,7 +166,35 @@ func (d *Driver) Store(ctx converter.StorageDriverStoreContext, payloads []*comm
 	return claims, nil
 }
 
-func (d *Driver) store1(ctx context.Context, p *commonpb.Payload) (converter.StorageDriverClaim, error) {
+// TenantOf returns the claimcheck tenant Store checks payloads in under for
+// target: Options.Namespaces[namespace], else Options.Tenant. Errors: a
+// namespace with neither (or a target naming none, when Tenant is empty)
+// wraps claimcheck.ErrTicketForbidden, permanent.
+func (d *Driver) TenantOf(target converter.StorageDriverTargetInfo) (string, error) {
+	var ns string
+	switch t := target.(type) {
+	case converter.StorageDriverWorkflowInfo:
+		ns = t.Namespace
+	case converter.StorageDriverActivityInfo:
+		ns = t.Namespace
+	case *converter.StorageDriverWorkflowInfo:
+		ns = t.Namespace
+	case *converter.StorageDriverActivityInfo:
+		ns = t.Namespace
+	}
+	if tenant, ok := d.namespaces[ns]; ok && ns != "" {
+		return tenant, nil
+	}
+	if d.tenant != "" {
+		return d.tenant, nil
+	}
+	if ns == "" {
+		return "", fmt.Errorf("the store call names no Temporal namespace and the driver has no default Tenant: %w", claimcheck.ErrTicketForbidden)
+	}
+	return "", fmt.Errorf("Temporal namespace %q has no claimcheck tenant (Options.Namespaces) and the driver has no default Tenant: %w", ns, claimcheck.ErrTicketForbidden)
+}
+
+func (d *Driver) store1(ctx context.Context, tenant string, p *commonpb.Payload) (converter.StorageDriverClaim, error) {
 	if p == nil {
 		return converter.StorageDriverClaim{}, fmt.Errorf("nil payload: %w", claimcheck.ErrTicketInvalid)
 	}
@@ -139,7 +202,7 @@ func (d *Driver) store1(ctx context.Context, p *commonpb.Payload) (converter.Sto
 	if err != nil {
 		return converter.StorageDriverClaim{}, err
 	}
-	t, err := d.store.CheckIn(ctx, d.tenant, r, &claimcheck.CheckInOptions{ContentType: ContentType, Offload: true})
+	t, err := d.store.CheckIn(ctx, tenant, r, &claimcheck.CheckInOptions{ContentType: ContentType, Offload: true})
 	if err != nil {
 		return converter.StorageDriverClaim{}, err
 	}

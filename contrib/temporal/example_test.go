@@ -2,7 +2,9 @@ package temporal_test
 
 import (
 	"context"
+	"fmt"
 	"log"
+	"time"
 
 	"github.com/claimcheck/claimcheck"
 	_ "github.com/claimcheck/claimcheck/stores/s3store" // s3:// store URLs
@@ -51,4 +53,30 @@ func ExampleNew() {
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// The retention a driver's objects need: the longest workflow execution,
+// plus the namespace's retention, plus a margin, rounded up to whole days.
+// At start-up, Driver.CheckRetention(ctx, r) refuses a bucket whose
+// lifecycle would expire them sooner.
+func ExampleRetention() {
+	r, err := cctemporal.Retention(cctemporal.RetentionInputs{
+		WorkflowExecution:  30 * 24 * time.Hour, // the WorkflowExecutionTimeout workflows start with
+		NamespaceRetention: 30 * 24 * time.Hour, // temporal operator namespace describe
+		Margin:             7 * 24 * time.Hour,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range r.PayloadSteps {
+		if s.Add > 0 {
+			fmt.Printf("%s: %s\n", s.Name, claimcheck.FormatDuration(s.Add))
+		}
+	}
+	fmt.Println("payloads/ expire after", r.PayloadDays, "days at the soonest")
+	// Output:
+	// workflow execution timeout: 30d
+	// namespace retention: 30d
+	// replay margin: 7d
+	// payloads/ expire after 67 days at the soonest
 }

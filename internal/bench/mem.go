@@ -48,6 +48,14 @@ type status struct {
 // readStatus reads VmHWM, VmRSS, RssAnon and RssFile from /proc/self/status.
 func readStatus() (status, error) { return readStatusOf(procStatus) }
 
+// Memory returns this process's anonymous RSS (RssAnon: heap, stacks,
+// buffers; 0 on kernels before 4.5) and its peak RSS (VmHWM), in bytes,
+// from /proc/self/status. Errors: the file is unreadable (not Linux).
+func Memory() (anon, hwm uint64, err error) {
+	st, err := readStatus()
+	return st.anon, st.hwm, err
+}
+
 func readStatusOf(path string) (status, error) {
 	var st status
 	b, err := os.ReadFile(path)

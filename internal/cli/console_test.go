@@ -134,95 +134,15 @@ func noSecrets(t *testing.T, what, page string, secrets []string) {
 	}
 }
 
-// screenshotDir is $CLAIMCHECK_SCREENSHOT_DIR/<test name>, or the test's
-// artifact directory (kept with go test -artifacts, see -outputdir).
-func screenshotDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("CLAIMCHECK_SCREENSHOT_DIR"); d != "" {
-		d = filepath.Join(d, t.Name())
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	return t.ArtifactDir()
-}
-
-// newBrowser starts headless Chromium with a fresh profile; it is stopped
-// when t ends.
-func newBrowser(t *testing.T) context.Context {
-	t.Helper()
-	chromium := testenv.Chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0], chromedp.DefaultExecAllocatorOptions[:]...)
-	opts = append(opts, chromedp.ExecPath(chromium), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1500, 1000))
-	for _, f := range testenv.ChromiumFlags {
-		opts = append(opts, chromedp.Flag(f, true))
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // start it now: a start-up failure is named as such
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	return ctx
-}
-
-// visit loads url in the browser, then does act (e.g. waits for an
-// element), saves a full-page screenshot as name.png and returns the
-// page's HTML.
-func visit(t *testing.T, ctx context.Context, dir, name, url string, act ...chromedp.Action[chromedp.Void]) string {
-	t.Helper()
-	return do(t, ctx, dir, name, append([]chromedp.Action[chromedp.Void]{chromedp.Navigate(url)}, act...)...)
-}
-
-// do runs actions on the current page, then saves a full-page screenshot
-// as name.png and returns the page's HTML.
-func do(t *testing.T, browser context.Context, dir, name string, actions ...chromedp.Action[chromedp.Void]) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		ctx, cancel := context.WithTimeout(browser, time.Minute)
-		defer cancel()
-		if png, perr := chromedp.Run(ctx, chromedp.FullScreenshot(100)); perr == nil { // what the page showed instead
-			_ = os.WriteFile(filepath.Join(dir, name+"-failed.png"), png, 0o644)
-		}
-		t.Fatalf("%s: %v (the page as it was: %s-failed.png)", name, err, name)
-	}
-	html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
-	if err != nil {
-		t.Fatalf("%s: read the page: %v", name, err)
-	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("%s: screenshot: %v", name, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return html
-}
-
-// textIncludes waits until the page's visible text holds s.
-func textIncludes(s string) chromedp.Action[chromedp.Void] {
-	poll := chromedp.Poll[bool](fmt.Sprintf("document.body && document.body.innerText.includes(%q)", s), chromedp.WithPollingInterval(200*time.Millisecond))
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := poll(ctx, t)
-		return chromedp.Void{}, err
-	}
-}
-
-// text is the visible text of the element sel.
-func text(t *testing.T, ctx context.Context, sel string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		t.Fatalf("text of %s: %v", sel, err)
-	}
-	return s
-}
+// The browser helpers, shared with the console package's tests.
+var (
+	screenshotDir = testenv.ScreenshotDir
+	newBrowser    = testenv.NewBrowser
+	visit         = testenv.Visit
+	do            = testenv.Do
+	textIncludes  = testenv.TextIncludes
+	text          = testenv.Text
+)
 
 func writeFile(t *testing.T, path, content string) string {
 	t.Helper()
@@ -266,12 +186,26 @@ func TestConsoleBrowser(t *testing.T) {
 	if !strings.Contains(html, `id="dead-count">3<`) {
 		t.Errorf("overview does not count 3 dead letters")
 	}
+	for _, want := range []string{"<td>database</td><td class=\"ok\">ok</td>", "<td>store</td><td class=\"ok\">ok</td>", `<svg id="chart-throughput"`, `<svg id="chart-depth"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("overview lacks %q (serve's readiness checks, the last hour's charts)", want)
+		}
+	}
 
 	html = visit(t, ctx, shots, "02-jobs", base+"/console/jobs", chromedp.WaitVisible(chromedp.CSS("#jobs")))
 	noSecrets(t, "jobs page", html, secrets)
 	for _, want := range []string{fmt.Sprintf(`id="job-%d"`, done.ID), "over the inline threshold", "within the inline threshold", "payloads/acme/…", "completed", "handler-permanent"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("jobs page lacks %q", want)
+		}
+	}
+
+	// A job row links to the job's page: its result still exists.
+	html = do(t, ctx, shots, "02b-job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="/console/jobs/%d"]`, done.ID))), chromedp.WaitVisible(chromedp.CSS("#result-status")))
+	noSecrets(t, "job page", html, secrets)
+	for _, want := range []string{`id="result-status" class="ok">exists<`, `id="payload-status" class="ok">exists<`, "payloads/globex/…", "No failed attempt recorded."} {
+		if !strings.Contains(html, want) {
+			t.Errorf("job %d's page lacks %q", done.ID, want)
 		}
 	}
 
@@ -316,10 +250,16 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	html = visit(t, ctx, shots, "08-doctor", base+"/console/doctor", chromedp.WaitVisible(chromedp.CSS("#checks")))
 	noSecrets(t, "doctor page", html, secrets)
-	for _, want := range []string{"retention", "expiry payloads/", "deployment key", "PASS"} {
+	for _, want := range []string{"retention", "expiry payloads/", "deployment key", "PASS", "without its probes"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("doctor page lacks %q", want)
 		}
+	}
+	// Its probes run only when asked, by the page's own (same-origin) form.
+	html = do(t, ctx, shots, "08b-doctor-probed", chromedp.Click(chromedp.CSS("#probe")), chromedp.WaitVisible(chromedp.CSS("#probed")))
+	noSecrets(t, "probed doctor page", html, secrets)
+	if !strings.Contains(html, "wrote") {
+		t.Errorf("the probed doctor page does not say it wrote its probes")
 	}
 
 	// River UI: its own page, then the page of a completed job (its

@@ -144,7 +144,11 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 		// A read-only data directory (a snapshot, a backup) is fine:
 		// nothing is written to it.
 		if st, err := os.Stat(data); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("data directory %s holds no claimcheck data (not a directory, or missing): check --data or CLAIMCHECK_DATA", data)
+			hint := ""
+			if g.database != "" {
+				hint = "; on a new host of a deployment whose job database is elsewhere, give the deployment's --store too, and no data directory is needed"
+			}
+			return nil, fmt.Errorf("data directory %s holds no claimcheck data (not a directory, or missing): check --data or CLAIMCHECK_DATA%s", data, hint)
 		}
 	default:
 		_, err := os.Stat(data)

@@ -124,6 +124,15 @@ func TestRefusalsCreateNothing(t *testing.T) {
 		if after := tree(t, root); !slices.Equal(before, after) {
 			t.Errorf("jobs changed the file system:\nbefore %q\nafter  %q", before, after)
 		}
+		// Without --store, the store would be the missing data
+		// directory's: the refusal says to name the deployment's.
+		r = (&cliBundle{t: t, data: data}).run("", "--database", db, "--keeper", "none", "jobs")
+		if r.code != 1 || !strings.Contains(r.stderr, "give the deployment's --store too") {
+			t.Errorf("jobs on a new host without --store: exit %d, stderr %q; want 1 and the --store hint", r.code, r.stderr)
+		}
+		if after := tree(t, root); !slices.Equal(before, after) {
+			t.Errorf("jobs without --store changed the file system:\nbefore %q\nafter  %q", before, after)
+		}
 	})
 }
 

@@ -19,8 +19,12 @@ func mountConsole(ctx context.Context, mux *http.ServeMux, g *globals, e *env, l
 	if err != nil {
 		return err
 	}
+	var ready []console.ReadyCheck
+	for _, c := range e.readyChecks(nil) { // /readyz's own checks
+		ready = append(ready, console.ReadyCheck{Name: c.name, Check: c.check})
+	}
 	_, err = console.Mount(ctx, mux, console.Options{
-		Pipeline: e.pipe, Gate: consoleGate{tokens: apiauth.New(e.pipe.DB())}, StoreURL: g.store, Retention: r, Logger: logger,
+		Pipeline: e.pipe, Gate: consoleGate{tokens: apiauth.New(e.pipe.DB())}, StoreURL: g.store, Retention: r, Logger: logger, Ready: ready,
 	})
 	return err
 }

@@ -1,12 +1,26 @@
 // Package console is claimcheck's web console, served by `claimcheck serve`
 // at "/": River UI for the job engine under /riverui/, and server-rendered
-// pages (html/template) for what River cannot know, under /console/: jobs
-// with their ticket size, payload size and placement, dead letters with
-// their reason, age and whether the payload still exists (with a replay
-// button that refuses exactly as `claimcheck dead replay` does: both call
-// pipeline.Replay), the outbox per destination, storage per tenant, and the
-// doctor's checks with the retention the deployment needs against what the
-// bucket's lifecycle gives.
+// pages (html/template) for what River cannot know, under /console/:
+//
+//   - the overview: readiness (the checks /readyz asks), exact counts
+//     (pipeline.Count), the queues by kind and dead letters by reason
+//     (pipeline.QueueStats), the retention the deployment needs against
+//     what the bucket's lifecycle gives (ops.ExpiryDays, read-only), where
+//     the last sweep's orphans are reported, and the last hour's
+//     throughput and queue depth (pipeline.Activity) as inline SVG charts
+//     drawn on the server;
+//   - jobs and dead letters, newest first, filtered by state, kind,
+//     tenant, reason and time, each page with the exact number matching
+//     and next/previous links (cursor paging by job id); dead letters say
+//     whether their payload still exists, with a replay button that
+//     refuses exactly as `claimcheck dead replay` does (both call
+//     pipeline.Replay);
+//   - a job's page: its ticket's fields, every attempt's error with its
+//     reason, whether its payload and result still exist (the store's
+//     existence check, no bytes read), and the trace it was enqueued
+//     under;
+//   - the outbox per destination, storage per tenant, and the doctor's
+//     checks: read-only on GET, its probes run only by the page's POST.
 //
 // No page shows payload bytes, wrapped keys or full object keys: pages
 // render tickets through pipeline.Redact, and River UI's API answers are
@@ -18,9 +32,10 @@
 // whose name resolves to 127.0.0.1 is no way in) needs nothing more; any
 // other needs a token the Gate accepts, sent as "Authorization: Bearer" or
 // entered once on the login page (kept in an HttpOnly, SameSite=Strict
-// cookie). Every state-changing request (replay, login, River UI's actions)
-// must be same-origin: net/http's CrossOriginProtection refuses a
-// cross-site POST by its Sec-Fetch-Site or Origin header.
+// cookie). Every state-changing request (replay, the doctor's probes,
+// login, River UI's actions) must be same-origin: net/http's
+// CrossOriginProtection refuses a cross-site POST by its Sec-Fetch-Site or
+// Origin header.
 package console
 
 import (
@@ -75,9 +90,22 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock ages are measured with. nil: time.Now.
 	Now func() time.Time
-	// RowLimit is the most rows a jobs or dead-letter page shows. Default
-	// 200.
+	// RowLimit is the most rows a page of jobs or dead letters shows; its
+	// "next" and "previous" links page through the rest. Default 50.
 	RowLimit int
+	// Ready are the readiness checks the overview shows, the ones /readyz
+	// asks (the job database, the stores, a broker). None: the overview
+	// says none were given.
+	Ready []ReadyCheck
+}
+
+// ReadyCheck is one dependency a readiness probe asks.
+type ReadyCheck struct {
+	// Name names the dependency: "database", "store", "broker".
+	Name string
+	// Check returns nil when the dependency is ready, else why not (shown:
+	// it must hold no secret).
+	Check func(context.Context) error
 }
 
 // Console is a mounted console.
@@ -109,7 +137,7 @@ func Mount(ctx context.Context, mux *http.ServeMux, o Options) (*Console, error)
 		o.Now = time.Now
 	}
 	if o.RowLimit <= 0 {
-		o.RowLimit = 200
+		o.RowLimit = 50
 	}
 	t, err := template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html")
 	if err != nil {
@@ -125,11 +153,13 @@ func Mount(ctx context.Context, mux *http.ServeMux, o Options) (*Console, error)
 	own.HandleFunc("GET /{$}", c.overview)
 	own.HandleFunc("GET "+PathPrefix+"{$}", c.overview)
 	own.HandleFunc("GET "+PathPrefix+"jobs", c.jobs)
+	own.HandleFunc("GET "+PathPrefix+"jobs/{id}", c.job)
 	own.HandleFunc("GET "+PathPrefix+"dead", c.dead)
 	own.HandleFunc("POST "+PathPrefix+"dead/{id}/replay", c.replay)
 	own.HandleFunc("GET "+PathPrefix+"outbox", c.outbox)
 	own.HandleFunc("GET "+PathPrefix+"storage", c.storage)
 	own.HandleFunc("GET "+PathPrefix+"doctor", c.doctor)
+	own.HandleFunc("POST "+PathPrefix+"doctor", c.doctor)
 	own.HandleFunc("GET "+PathPrefix+"login", c.loginForm)
 	own.HandleFunc("POST "+PathPrefix+"login", c.login)
 	own.Handle("GET "+PathPrefix+"static/", http.StripPrefix(PathPrefix, http.FileServerFS(assets)))

@@ -37,6 +37,8 @@ type bundle struct {
 	p   *pipeline.Pipeline
 	mux *http.ServeMux
 	c   *Console
+	// bucket is the file store's directory.
+	bucket string
 }
 
 // setup opens a pipeline on a fresh SQLite database and a signing file
@@ -67,11 +69,12 @@ func setupDB(t *testing.T, database string) *bundle {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	c, err := Mount(ctx, mux, Options{Pipeline: p, Gate: stubGate{}, Retention: r, StoreURL: "file://" + filepath.Join(dir, "bucket")})
+	ready := []ReadyCheck{{"database", p.DB().PingContext}, {"store", p.CheckStores}}
+	c, err := Mount(ctx, mux, Options{Pipeline: p, Gate: stubGate{}, Retention: r, StoreURL: "file://" + filepath.Join(dir, "bucket"), Ready: ready})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{p: p, mux: mux, c: c}
+	return &bundle{p: p, mux: mux, c: c, bucket: filepath.Join(dir, "bucket")}
 }
 
 // do serves one request from remote (ip:port) naming host.

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,8 +35,28 @@ var funcs = template.FuncMap{
 		}
 		return claimcheck.FormatDuration(d.Round(time.Second))
 	},
-	"upper": func(v any) string { return strings.ToUpper(fmt.Sprint(v)) },
+	"upper":      func(v any) string { return strings.ToUpper(fmt.Sprint(v)) },
+	"add":        func(a, b int64) int64 { return a + b },
+	"trimReason": trimReason,
+	// dict makes a map of its key, value pairs, for a template's argument.
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, errors.New("dict: odd number of arguments")
+		}
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, errors.New("dict: a key is not a string")
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
 }
+
+// trimReason is a recorded error without its leading reason.
+func trimReason(reason, err string) string { return strings.TrimPrefix(err, reason+": ") }
 
 // render writes page p with template name.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
@@ -75,49 +93,6 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request, nav string, err
 	c.render(w, r, http.StatusInternalServerError, "refused", page{Title: "Error", Nav: nav, Error: fmt.Sprintf("%s (%s)", err, claimcheck.Reason(err))})
 }
 
-// overview is the landing page: counts and links.
-func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	type overviewData struct {
-		Dead, Pending int
-		Outboxes      []pipeline.OutboxStats
-		RiverUIError  string
-		Threshold     int64
-		Location      string
-	}
-	d := overviewData{Threshold: c.o.Pipeline.Store().InlineThreshold(), Location: c.o.Pipeline.Store().Location()}
-	if c.RiverUIError != nil {
-		d.RiverUIError = c.RiverUIError.Error()
-	}
-	var err error
-	if d.Dead, err = c.count(ctx, pipeline.StateDead); err == nil {
-		d.Pending, err = c.count(ctx, "available")
-	}
-	if err == nil {
-		d.Outboxes, err = c.o.Pipeline.OutboxStats(ctx)
-	}
-	if err != nil {
-		c.failed(w, r, "/", err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "/", Data: d})
-}
-
-// count counts jobs in a state, up to the row limit.
-func (c *Console) count(ctx context.Context, state string) (int, error) {
-	n := 0
-	err := c.o.Pipeline.List(ctx, pipeline.ListOptions{State: state}, func(*pipeline.JobInfo) error {
-		if n++; n >= c.o.RowLimit {
-			return errEnough
-		}
-		return nil
-	})
-	if errors.Is(err, errEnough) {
-		err = nil
-	}
-	return n, err
-}
-
 // jobRow is a job as the jobs and dead-letter pages show it.
 type jobRow struct {
 	*pipeline.JobInfo
@@ -141,7 +116,7 @@ func (c *Console) row(j *pipeline.JobInfo) jobRow {
 	if j.FinalizedAt != nil {
 		since = *j.FinalizedAt
 	}
-	r := jobRow{JobInfo: j, Via: "database", Age: c.o.Now().Sub(since), Detail: strings.TrimPrefix(j.Error, j.Reason+": ")}
+	r := jobRow{JobInfo: j, Via: "database", Age: c.o.Now().Sub(since), Detail: trimReason(j.Reason, j.Error)}
 	if j.Destination != "" {
 		r.Via = "broker:" + j.Destination
 	}
@@ -169,92 +144,6 @@ func placementReason(t *claimcheck.Ticket, threshold int64) string {
 	default:
 		return fmt.Sprintf("%s, within this deployment's threshold (%s): its producer offloaded it (--always-offload or a lower threshold)", size, humanize.IBytes(uint64(threshold)))
 	}
-}
-
-// list collects up to RowLimit jobs; more reports whether there were more.
-func (c *Console) list(ctx context.Context, opts pipeline.ListOptions) (rows []jobRow, more bool, err error) {
-	err = c.o.Pipeline.List(ctx, opts, func(j *pipeline.JobInfo) error {
-		if len(rows) == c.o.RowLimit {
-			more = true
-			return errEnough
-		}
-		rows = append(rows, c.row(j))
-		return nil
-	})
-	if errors.Is(err, errEnough) {
-		err = nil
-	}
-	return rows, more, err
-}
-
-var stateRegexp = regexp.MustCompile(`^[a-z]{1,16}$`)
-
-// jobs lists jobs, optionally of one state (?state=) and kind (?kind=).
-func (c *Console) jobs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	opts := pipeline.ListOptions{State: q.Get("state"), Kind: q.Get("kind")}
-	if opts.State != "" && (!stateRegexp.MatchString(opts.State) || pipeline.ValidateState(opts.State) != nil) {
-		c.render(w, r, http.StatusBadRequest, "refused", page{Title: "Jobs", Nav: "jobs", Error: "unknown state: use one of the links above"})
-		return
-	}
-	if opts.Kind != "" && pipeline.ValidateKind(opts.Kind) != nil {
-		c.render(w, r, http.StatusBadRequest, "refused", page{Title: "Jobs", Nav: "jobs", Error: "not a kind: use a-z, 0-9, single '-' or '_' between them"})
-		return
-	}
-	rows, more, err := c.list(r.Context(), opts)
-	if err != nil {
-		c.failed(w, r, "jobs", err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "jobs", page{Title: "Jobs", Nav: "jobs", Data: map[string]any{
-		"Rows": rows, "More": more, "Limit": c.o.RowLimit, "State": opts.State, "Kind": opts.Kind,
-		"States": []string{"available", "running", "retryable", "scheduled", "completed", "dead"},
-	}})
-}
-
-// dead lists dead letters with whether each payload still exists.
-func (c *Console) dead(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	rows, more, err := c.list(ctx, pipeline.ListOptions{State: pipeline.StateDead})
-	if err != nil {
-		c.failed(w, r, "dead", err)
-		return
-	}
-	st := c.o.Pipeline.Store()
-	for i := range rows {
-		t := rows[i].JobInfo.Ticket()
-		switch {
-		case t == nil:
-			rows[i].Payload = "unknown: no ticket"
-		case t.IsInline():
-			rows[i].Payload, rows[i].PayloadThere = "inline (in the ticket)", true
-		default:
-			info, err := st.Stat(ctx, t)
-			switch {
-			case err != nil:
-				rows[i].Payload = "unknown: " + claimcheck.Reason(err)
-			case info.Exists:
-				rows[i].Payload, rows[i].PayloadThere = "exists", true
-			default:
-				rows[i].Payload = "gone (expired or deleted)"
-			}
-		}
-	}
-	p := page{Title: "Dead letters", Nav: "dead", Data: map[string]any{"Rows": rows, "More": more, "Limit": c.o.RowLimit,
-		"Retention": c.o.Pipeline.DeadLetterRetention()}}
-	// The outcome of a replay, after its redirect (see replay).
-	q := r.URL.Query()
-	if id, err := strconv.ParseInt(q.Get("replayed"), 10, 64); err == nil && id > 0 {
-		p.Notice = fmt.Sprintf("job %d replayed: it is back in its queue", id)
-	}
-	if id, err := strconv.ParseInt(q.Get("refused"), 10, 64); err == nil && id > 0 {
-		why := "it could not be replayed"
-		if msg, ok := refusals[q.Get("why")]; ok {
-			why = msg
-		}
-		p.Error = fmt.Sprintf("job %d refused: %s", id, why)
-	}
-	c.render(w, r, http.StatusOK, "dead", p)
 }
 
 // refusals are the replay refusals the dead-letter page names after its
@@ -337,26 +226,42 @@ func (c *Console) storage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "storage", page{Title: "Storage", Nav: "storage", Data: rows})
 }
 
-// doctor runs the doctor's checks (ops.Doctor: its probes are written
-// under a reserved tenant and removed before it returns) and shows the
-// retention the deployment needs against the bucket's lifecycle.
+// doctor shows the doctor's checks (ops.Doctor) and the retention the
+// deployment needs against the bucket's lifecycle. A GET only reads
+// (ops.DoctorOptions.NoProbes): the checks that write probe objects are
+// skipped. The page's POST (same-origin: the guard's
+// CrossOriginProtection) runs them too; their probes are written under a
+// reserved tenant and removed before the page is shown.
 func (c *Console) doctor(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
-	rep, err := ops.Doctor(ctx, ops.DoctorOptions{Pipeline: c.o.Pipeline, Retention: c.o.Retention, StoreURL: c.o.StoreURL})
+	probe := r.Method == http.MethodPost
+	rep, err := ops.Doctor(ctx, ops.DoctorOptions{Pipeline: c.o.Pipeline, Retention: c.o.Retention, StoreURL: c.o.StoreURL, NoProbes: !probe})
 	if err != nil {
 		c.failed(w, r, "doctor", err)
 		return
 	}
-	type lifetime struct {
-		Prefix        string
-		Need          int
-		Have          int
-		Rule, Unknown string
-		OK            bool
-	}
+	c.render(w, r, http.StatusOK, "doctor", page{Title: "Doctor", Nav: "doctor", Data: map[string]any{
+		"Report": rep, "Failed": len(rep.Failed()), "Retention": c.o.Retention, "Lifetimes": c.lifetimes(ctx), "Probed": probe,
+	}})
+}
+
+// lifetime is one prefix's retention: what the deployment needs against
+// what the bucket's lifecycle gives.
+type lifetime struct {
+	Prefix        string
+	Need          int
+	Have          int
+	Rule, Unknown string
+	OK            bool
+}
+
+// lifetimes reads the bucket's lifecycle (ops.ExpiryDays, read-only) for
+// payloads/ and results/ against the retention the deployment needs
+// (`claimcheck retention`'s sum).
+func (c *Console) lifetimes(ctx context.Context) []lifetime {
 	st := c.o.Pipeline.Store()
-	var lifetimes []lifetime
+	var out []lifetime
 	for _, p := range []struct {
 		prefix string
 		need   int
@@ -367,14 +272,11 @@ func (c *Console) doctor(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			l.Unknown = "cannot read the bucket's lifecycle configuration (" + claimcheck.Reason(err) + ")"
 		case !ok:
-			l.Unknown = "no lifecycle rule expires it here (a file store's sweeper or no expiry at all: see the checks above)"
+			l.Unknown = "no lifecycle rule expires it here (a file store's sweeper expires it, or nothing does: the Doctor's expiry checks say which)"
 		default:
 			l.Have, l.Rule, l.OK = days, rule, days >= p.need
 		}
-		lifetimes = append(lifetimes, l)
+		out = append(out, l)
 	}
-	status := http.StatusOK
-	c.render(w, r, status, "doctor", page{Title: "Doctor", Nav: "doctor", Data: map[string]any{
-		"Report": rep, "Failed": len(rep.Failed()), "Retention": c.o.Retention, "Lifetimes": lifetimes,
-	}})
+	return out
 }

@@ -29,7 +29,10 @@ import (
 //     a job whose payload is gone; on other jobs (River's "run now") it is
 //     River's;
 //   - its delete action is pipeline.Delete, which deletes the jobs'
-//     claims-registry rows with them (River's would leave them behind).
+//     claims-registry rows with them (River's would leave them behind);
+//   - its queue list first gets the queues whose jobs wait for a worker
+//     that never ran (pipeline.RegisterQueues), which River lists only
+//     once a worker has run.
 //
 // Before it is mounted its API is asked for the job states, the queues and
 // one job; if any answer fails, RiverUIPrefix serves a page naming the
@@ -99,6 +102,13 @@ func (h *riverUIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && api == "jobs/delete":
 		h.delete(w, r)
 	default:
+		if r.Method == http.MethodGet && api == "queues" {
+			// River lists only queues a worker has run: add those whose
+			// jobs wait for one (pipeline.RegisterQueues).
+			if _, err := h.c.o.Pipeline.RegisterQueues(r.Context()); err != nil {
+				h.c.o.Logger.Warn("console: River UI queues", "err", err)
+			}
+		}
 		h.redacted(w, r)
 	}
 }

@@ -271,8 +271,41 @@ func TestAPI(t *testing.T) {
 			t.Run("Tenants", func(t *testing.T) { testTenants(t, be) })
 			t.Run("LeaseExpires", func(t *testing.T) { testLeaseExpires(t, be) })
 			t.Run("ListCancelReplay", func(t *testing.T) { testListCancelReplay(t, be) })
+			t.Run("LegacyRiverKind", func(t *testing.T) { testLegacyRiverKind(t, be) })
 		})
 	}
+}
+
+// testLegacyRiverKind: a job of River kind "claimcheck", as every job was
+// before River kinds were claimcheck kinds, is shown, claimed by a remote
+// worker and completed; a job submitted now has its kind as River kind.
+func testLegacyRiverKind(t *testing.T, be backend) {
+	f := newFixture(t, be, httpapi.Options{})
+	old := f.submit("render", "acme", "", []byte("an old job"), nil)
+	riverKind := func(id int64) string {
+		var k string
+		if err := f.p.DB().QueryRowContext(t.Context(), `SELECT kind FROM river_job WHERE id = $1`, id).Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if k := riverKind(old.ID); k != "render" {
+		t.Fatalf("submitted job's River kind %q, want render", k)
+	}
+	if _, err := f.p.DB().ExecContext(t.Context(), `UPDATE river_job SET kind = 'claimcheck' WHERE id = $1`, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j := f.job(old.ID, ""); j.Kind != "render" || j.State != "available" {
+		t.Fatalf("legacy job: %+v", j)
+	}
+	c, ok := f.claim("render", "", "&wait=20")
+	if !ok || c.Job.ID != old.ID {
+		t.Fatalf("claim: %+v, %v; want the legacy job %d", c, ok, old.ID)
+	}
+	resp, body := f.do("POST", "/v1/claims/"+c.Lease+"/complete", "", nil, nil)
+	f.want(resp, body, 200, "")
+	// Without a result River's completer settles the job, a moment later.
+	f.waitJob(old.ID, "completed", func(j pipeline.JobInfo) bool { return j.State == "completed" })
 }
 
 // testProduceWorkResult submits, claims, streams, completes and fetches;
