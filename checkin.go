@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/tink-crypto/tink-go/v2/tink"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -105,21 +104,21 @@ func (s *Store) checkIn(ctx context.Context, tenant string, r io.Reader, opts *C
 	if opts != nil && opts.Result {
 		role = "result"
 	}
-	ctx, span := s.startSpan(ctx, "claimcheck.check_in", attribute.String("claimcheck.tenant", tenant), attribute.String("claimcheck.role", role))
+	ctx, span := s.startSpan(ctx, "claimcheck.check_in", AttrTenant.String(tenant), AttrRole.String(role))
 	start := time.Now()
 	defer func() {
 		// Enabled, IsRecording: no attribute set or list is built for a
 		// meter or span that records nothing (the global no-ops; the sets
 		// were a tenth of a small payload's check-in CPU).
 		if s.tel.checkInDuration.Enabled(ctx) {
-			s.tel.checkInDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("role", role), attribute.String("outcome", outcomeOf(err))))
+			s.tel.checkInDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(ErrorAttrs(err), AttrRole.String(role))...))
 		}
 		if err == nil {
 			if span.IsRecording() {
 				span.SetAttributes(ticketAttrs(t)...)
 			}
 			if s.tel.checkedIn.Enabled(ctx) {
-				s.tel.checkedIn.Add(ctx, t.Size, metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("placement", placementOf(t)), attribute.String("role", role)))
+				s.tel.checkedIn.Add(ctx, t.Size, metric.WithAttributes(AttrTenant.String(tenant), AttrPlacement.String(placementOf(t)), AttrRole.String(role)))
 			}
 		}
 		endSpan(span, err)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -122,23 +121,23 @@ func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *R
 	_, lazy := h.(lazyHandler)
 	var p *Payload
 	var atts map[string]*Payload
-	kind := attribute.String("kind", job.Kind)
+	kind := AttrKind.String(job.Kind)
 	step := func(name string, hist metric.Float64Histogram, took *time.Duration, fn func(context.Context) error) error {
-		sctx, span := s.startSpan(ctx, name, append(ticketAttrs(t), attribute.String("claimcheck.kind", job.Kind), attribute.Int("claimcheck.attempt", job.Attempt))...)
+		sctx, span := s.startSpan(ctx, name, append(ticketAttrs(t), kind, AttrAttempt.Int(job.Attempt))...)
 		start := time.Now()
 		err := fn(sctx)
 		*took = time.Since(start)
 		// Enabled: no attribute set is built for a meter that records
 		// nothing (the global no-op; the sets were 4% of a small job's CPU).
 		if hist.Enabled(ctx) {
-			hist.Record(ctx, took.Seconds(), metric.WithAttributes(kind, attribute.String("outcome", outcomeOf(err))))
+			hist.Record(ctx, took.Seconds(), metric.WithAttributes(append(ErrorAttrs(err), kind)...))
 		}
 		endSpan(span, err)
 		return err
 	}
 	verified := func(err error) error {
 		if r := Reason(err); r == ReasonPayloadCorrupt || r == ReasonPayloadMissing {
-			s.tel.verifyFailures.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("reason", Reason(err))))
+			s.tel.verifyFailures.Add(ctx, 1, metric.WithAttributes(append(ErrorAttrs(err), kind)...))
 		}
 		return err
 	}
@@ -170,7 +169,7 @@ func (s *Store) Run(ctx context.Context, job *Job, t *Ticket, h Handler) (res *R
 		}
 	}
 	if s.tel.claimed.Enabled(ctx) {
-		s.tel.claimed.Add(ctx, t.Size, metric.WithAttributes(attribute.String("tenant", t.Tenant), kind))
+		s.tel.claimed.Add(ctx, t.Size, metric.WithAttributes(AttrTenant.String(t.Tenant), kind))
 	}
 	job.Payload, job.Attachments = p, atts
 	err = step("claimcheck.handler", s.tel.handlerDuration, &job.Timings.Handler, func(ctx context.Context) (err error) {

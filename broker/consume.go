@@ -12,7 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -259,6 +259,9 @@ type ConsumeOptions struct {
 	// (Consume waits and receives again), a failed settlement (the broker
 	// redelivers the message), a failed release.
 	OnError func(err error)
+
+	// system is the transport's messaging.system (System), set by Consume.
+	system string
 }
 
 // ErrUnknownKind is the error of a delivery whose kind has no handler in
@@ -317,6 +320,7 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 		}
 	}
 	opts.Policy = opts.Policy.WithDefaults()
+	opts.system = System(tr)
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = opts.Policy.MaxAttempts
 	}
@@ -824,16 +828,15 @@ func recordHeld(ctx context.Context, opts ConsumeOptions, o Outcome, report func
 // continues the producer's trace from the message's attributes (W3C trace
 // context, set by the relay).
 func work(ctx context.Context, store *claimcheck.Store, opts ConsumeOptions, d *Delivery, o Outcome) (r Outcome) {
-	_, tp := store.Telemetry()
-	ctx, span := tp.Tracer(claimcheck.InstrumentationName).Start(propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(d.Attributes)), "claimcheck.receive",
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attribute.String("claimcheck.queue", o.Queue), attribute.String("claimcheck.message", o.ID),
-			attribute.Int64("claimcheck.job", o.Job), attribute.Int("claimcheck.attempt", o.Attempt)))
+	ctx, span, end := store.StartMessaging(propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(d.Attributes)),
+		claimcheck.Messaging{System: opts.system, Type: messagingconv.OperationTypeProcess, Name: "receive", Destination: o.Queue, MessageID: o.ID},
+		[]attribute.KeyValue{claimcheck.AttrJob.Int64(o.Job), claimcheck.AttrAttempt.Int(o.Attempt)})
 	defer func() {
-		span.SetAttributes(attribute.String("claimcheck.kind", r.Kind), attribute.String("claimcheck.tenant", r.Tenant))
+		span.SetAttributes(claimcheck.AttrKind.String(r.Kind), claimcheck.AttrTenant.String(r.Tenant))
 		if r.Ticket != nil {
 			span.SetAttributes(claimcheck.TicketAttributes(r.Ticket)...)
 		}
-		claimcheck.EndSpan(span, r.Err)
+		end(r.Err)
 	}()
 	fail := func(err error, permanent bool) Outcome { return opts.fail(o, err, permanent) }
 	dec, err := DecodeBody(d.Message)

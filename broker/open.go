@@ -165,3 +165,14 @@ func DeleteTopology(ctx context.Context, rawURL string) error {
 	}
 	return errors.New("broker: the transport cannot delete its queues")
 }
+
+// System is the OpenTelemetry messaging.system of tr's broker
+// (https://opentelemetry.io/docs/specs/semconv/messaging/): rabbitmq,
+// nats, aws_sqs, as the transport names it (a MessagingSystem method), else
+// "claimcheck" for a transport that names none (a test's).
+func System(tr Transport) string {
+	if s, ok := tr.(interface{ MessagingSystem() string }); ok {
+		return s.MessagingSystem()
+	}
+	return "claimcheck"
+}

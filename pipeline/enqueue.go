@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -173,15 +174,17 @@ type EnqueueResult struct {
 // claimcheck.Store.CheckIn), naming the attachment whose check-in failed;
 // the database's errors, wrapped.
 func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader, opts *EnqueueOptions) (res *EnqueueResult, err error) {
-	ctx, span := p.tel.tracer.Start(ctx, "claimcheck.enqueue", trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attribute.String("claimcheck.kind", kind), attribute.String("claimcheck.tenant", tenant)))
+	ctx, span, end := p.store.StartMessaging(ctx, claimcheck.Messaging{System: claimcheck.MessagingSystemRiver,
+		Type: messagingconv.OperationTypeSend, Name: "enqueue", Destination: kind},
+		[]attribute.KeyValue{claimcheck.AttrKind.String(kind), claimcheck.AttrTenant.String(tenant)})
 	defer func() {
 		if !span.IsRecording() { // no attribute list for a span that records nothing
-			claimcheck.EndSpan(span, err)
+			end(err)
 			return
 		}
 		if res != nil {
-			span.SetAttributes(attribute.Int64("claimcheck.job", res.JobID), attribute.Bool("claimcheck.duplicate", res.Duplicate))
+			claimcheck.SetMessageID(span, strconv.FormatInt(res.JobID, 10))
+			span.SetAttributes(claimcheck.AttrJob.Int64(res.JobID), attribute.Bool("claimcheck.duplicate", res.Duplicate))
 			if res.Ticket != nil {
 				span.SetAttributes(claimcheck.TicketAttributes(res.Ticket)...)
 			}
@@ -189,7 +192,7 @@ func (p *Pipeline) Enqueue(ctx context.Context, kind, tenant string, r io.Reader
 		if opts != nil && len(opts.Destinations) > 0 {
 			span.SetAttributes(attribute.StringSlice("claimcheck.outbox", opts.Destinations))
 		}
-		claimcheck.EndSpan(span, err)
+		end(err)
 	}()
 	return p.enqueue(ctx, kind, tenant, r, opts)
 }

@@ -15,10 +15,11 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"go.opentelemetry.io/otel/attribute"
+
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
@@ -179,6 +180,9 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 // pending entries bound to another broker that the relay has not
 // reported: UntilEmpty does not wait for them, so the relay may finish
 // before its River client has fetched one, and they must still be named.
+// system is the messaging.system of the relay's broker (broker.System).
+func (w *relayWorker) system() string { return broker.System(w.opts.Transport) }
+
 func (w *relayWorker) reportLeft(ctx context.Context) {
 	if w.opts.Broker == "" || w.opts.OnSent == nil {
 		return
@@ -302,7 +306,7 @@ func (w *relayWorker) publishBatch(batch []*batchReq[broker.Message]) {
 func (w *relayWorker) publish(ctx context.Context, msgs []broker.Message) error {
 	start := time.Now()
 	err := w.opts.Transport.Publish(ctx, msgs)
-	w.p.tel.relayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("destination", w.opts.Destination), attribute.String("outcome", outcome(err))))
+	w.p.tel.relayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(claimcheck.ErrorAttrs(err), semconv.MessagingDestinationName(w.opts.Destination))...))
 	if w.opts.OnPublish != nil {
 		w.opts.OnPublish(len(msgs), err)
 	}
@@ -340,9 +344,10 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	// The publish continues the producer's trace (the entry's metadata)
 	// and hands it on in the message's attributes.
 	sctx, link := fromMetadata(ctx, job.Metadata)
-	ctx, span := w.p.tel.tracer.Start(sctx, "claimcheck.relay.publish", trace.WithSpanKind(trace.SpanKindProducer), link,
-		trace.WithAttributes(append(jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), attribute.String("claimcheck.destination", w.opts.Destination))...))
-	defer func() { claimcheck.EndSpan(span, err) }()
+	ctx, _, end := w.p.store.StartMessaging(sctx, claimcheck.Messaging{System: w.system(),
+		Type: messagingconv.OperationTypeSend, Name: "publish", Destination: w.opts.Destination, MessageID: strconv.FormatInt(job.ID, 10)},
+		jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
+	defer func() { end(err) }()
 	enc := compactJSON(job.Args.Ticket)
 	t, err := claimcheck.ParseTicket(enc)
 	if err != nil {

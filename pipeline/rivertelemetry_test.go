@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -62,17 +63,32 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 			t.Error("no traceparent in the job's metadata")
 		}
 		b.work(t, map[string]claimcheck.Handler{"traced": &recorder{}})
+		// A failed attempt: River's span status and the attempt's span carry
+		// the reason only, not the message (a handler's output).
+		if _, err := b.p.Enqueue(b.ctx, "failing", "acme", strings.NewReader("small"), nil); err != nil {
+			t.Fatal(err)
+		}
+		b.work(t, map[string]claimcheck.Handler{"failing": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
+			return nil, claimcheck.Permanent(errors.New(`exit status 65; stderr: "HANDLER-OUTPUT-XYZ"`))
+		})})
 		names := map[string]bool{}
 		for _, s := range spans.Ended() {
 			names[s.Name()] = true
 			if s.Name() == "river.work" {
 				// River's span says the claimcheck kind (River kind = claimcheck kind).
-				if kind := spanAttr(s, "kind"); kind != "traced" {
-					t.Errorf("river.work span's kind %q, want traced", kind)
+				if kind := spanAttr(s, "kind"); kind != "traced" && kind != "failing" {
+					t.Errorf("river.work span's kind %q, want traced or failing", kind)
+				}
+			}
+			if s.Name() == "river.work" || s.Name() == "process failing" {
+				if st := s.Status(); strings.Contains(st.Description, "HANDLER-OUTPUT") {
+					t.Errorf("span %s's status carries the error's message: %q", s.Name(), st.Description)
+				} else if st.Code.String() == "Error" {
+					t.Logf("span %s: status %s %q", s.Name(), st.Code, st.Description)
 				}
 			}
 		}
-		for _, want := range []string{"river.insert_many", "river.work", "claimcheck.enqueue"} {
+		for _, want := range []string{"river.insert_many", "river.work", "send traced"} {
 			if !names[want] {
 				t.Errorf("no %s span among %v", want, names)
 			}
@@ -94,8 +110,8 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 					continue
 				}
 				for _, dp := range sum.DataPoints {
-					if kind, _ := dp.Attributes.Value("kind"); kind.AsString() != "traced" {
-						t.Errorf("river.work_count's kind %q, want traced", kind.AsString())
+					if kind, _ := dp.Attributes.Value("kind"); kind.AsString() != "traced" && kind.AsString() != "failing" {
+						t.Errorf("river.work_count's kind %q, want traced or failing", kind.AsString())
 					}
 				}
 			}

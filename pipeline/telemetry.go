@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
@@ -49,7 +50,7 @@ func newInstruments(store *claimcheck.Store) *instruments {
 		dups: must(m.Int64Counter("claimcheck.inbox.duplicates",
 			metric.WithUnit("{message}"), metric.WithDescription("Broker messages the inbox had already processed: acknowledged without running the handler."))),
 		relayPublish: must(m.Float64Histogram("claimcheck.relay.publish.duration",
-			metric.WithUnit("s"), metric.WithDescription("Time from an outbox entry's publish to the broker's confirmation, by destination and outcome."),
+			metric.WithUnit("s"), metric.WithDescription("Time of one Publish call (up to 10 outbox entries) until the broker confirmed them, by destination and, on failure, error.type."),
 			metric.WithExplicitBucketBoundaries(claimcheck.DurationBuckets...))),
 	}
 }
@@ -96,7 +97,7 @@ func (p *Pipeline) registerGauges() {
 			errs = append(errs, err)
 		} else {
 			for _, st := range stats {
-				dest := metric.WithAttributes(attribute.String("destination", st.Destination))
+				dest := metric.WithAttributes(semconv.MessagingDestinationName(st.Destination))
 				o.ObserveInt64(depth, st.Depth, dest)
 				a := 0.0
 				if !st.Oldest.IsZero() {
@@ -109,12 +110,12 @@ func (p *Pipeline) registerGauges() {
 			errs = append(errs, err)
 		} else {
 			for _, k := range kinds {
-				kind := attribute.String("kind", k.Kind)
+				kind := claimcheck.AttrKind.String(k.Kind)
 				for state, n := range k.States {
-					o.ObserveInt64(jobs, n, metric.WithAttributes(kind, attribute.String("state", state)))
+					o.ObserveInt64(jobs, n, metric.WithAttributes(kind, attribute.String("claimcheck.state", state)))
 				}
 				for reason, n := range k.Dead {
-					o.ObserveInt64(dead, n, metric.WithAttributes(kind, attribute.String("reason", reason)))
+					o.ObserveInt64(dead, n, metric.WithAttributes(kind, claimcheck.AttrReason.String(reason)))
 				}
 				a := 0.0
 				if !k.Oldest.IsZero() {
@@ -127,7 +128,7 @@ func (p *Pipeline) registerGauges() {
 			errs = append(errs, err)
 		} else {
 			for _, h := range held {
-				attrs := metric.WithAttributes(attribute.String("tenant", h.Tenant), attribute.String("role", h.Role))
+				attrs := metric.WithAttributes(claimcheck.AttrTenant.String(h.Tenant), claimcheck.AttrRole.String(h.Role))
 				o.ObserveInt64(heldBytes, h.Bytes, attrs)
 				o.ObserveInt64(heldObjects, h.Objects, attrs)
 			}
@@ -180,12 +181,33 @@ func (r *riverOTel) InsertMany(ctx context.Context, params []*rivertype.JobInser
 	return r.mw.InsertMany(ctx, params, doInner)
 }
 
+// Work runs otelriver's work middleware around doInner, handing it the
+// attempt's error as its reason only (reasonOnly), which otelriver puts in
+// river.work's span status: never the message, which may carry a
+// handler's output. River gets the error itself.
 func (r *riverOTel) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	if r.off(ctx) {
 		return doInner(ctx)
 	}
-	return r.mw.Work(ctx, job, doInner)
+	var inner error
+	err := r.mw.Work(ctx, job, func(ctx context.Context) error {
+		if inner = doInner(ctx); inner != nil {
+			return reasonOnly{inner}
+		}
+		return nil
+	})
+	if _, ok := err.(reasonOnly); ok {
+		return inner
+	}
+	return err
 }
+
+// reasonOnly is an error whose message is its claimcheck.Reason; it
+// unwraps to the error, for errors.Is and As (River's snooze).
+type reasonOnly struct{ err error }
+
+func (e reasonOnly) Error() string { return claimcheck.Reason(e.err) }
+func (e reasonOnly) Unwrap() error { return e.err }
 
 func (r *riverOTel) MetricEmit(ctx context.Context, params *rivertype.HookMetricEmitParams) {
 	if !r.metricsOff() {
@@ -253,10 +275,13 @@ func fromMetadata(ctx context.Context, metadata []byte) (context.Context, trace.
 	return traceContext.Extract(ctx, carrier), link
 }
 
+// attrCause is a failed attempt's claimcheck.CauseOf.
+const attrCause = attribute.Key("claimcheck.cause")
+
 // jobAttrs are a job's span attributes.
 func jobAttrs(id int64, kind, tenant string, attempt int) []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.Int64("claimcheck.job", id), attribute.String("claimcheck.kind", kind),
-		attribute.String("claimcheck.tenant", tenant), attribute.Int("claimcheck.attempt", attempt)}
+	return []attribute.KeyValue{claimcheck.AttrJob.Int64(id), claimcheck.AttrKind.String(kind),
+		claimcheck.AttrTenant.String(tenant), claimcheck.AttrAttempt.Int(attempt)}
 }
 
 func must[T any](v T, err error) T {
@@ -271,20 +296,20 @@ func must[T any](v T, err error) T {
 // outcome, reason and the durations of claim, verification and handler.
 // Neither holds a payload byte or a full object key.
 func (p *Pipeline) observe(ctx context.Context, o Outcome) {
-	kind := attribute.String("kind", o.Kind)
+	kind := claimcheck.AttrKind.String(o.Kind)
 	if p.tel.attempts.Enabled(ctx) { // no attribute set for a meter that records nothing
-		p.tel.attempts.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("outcome", string(o.State)), attribute.String("reason", o.Reason)))
+		p.tel.attempts.Add(ctx, 1, metric.WithAttributes(append(claimcheck.ErrorAttrs(o.Err), kind, claimcheck.AttrOutcome.String(string(o.State)))...))
 	}
 	if o.State == JobDead {
-		p.tel.deadLetters.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("reason", o.Reason)))
+		p.tel.deadLetters.Add(ctx, 1, metric.WithAttributes(append(claimcheck.ErrorAttrs(o.Err), kind)...))
 	}
 	if o.Err != nil {
 		_, cause := claimcheck.CauseOf(o.Err)
 		switch o.Reason {
 		case claimcheck.ReasonUnavailable, claimcheck.ReasonAccessDenied, claimcheck.ReasonNotVisibleYet:
-			p.tel.storeErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("class", o.Reason), attribute.String("cause", cause)))
+			p.tel.storeErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("claimcheck.class", o.Reason), attrCause.String(cause)))
 		case claimcheck.ReasonKeeper:
-			p.tel.keeperErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("cause", cause)))
+			p.tel.keeperErrors.Add(ctx, 1, metric.WithAttributes(attrCause.String(cause)))
 		}
 	}
 	level := slog.LevelInfo
@@ -308,12 +333,4 @@ func (p *Pipeline) observe(ctx context.Context, o Outcome) {
 		attrs = append(attrs, slog.String("error", o.Err.Error()))
 	}
 	p.logger.LogAttrs(ctx, level, "job attempt", attrs...)
-}
-
-// outcome is a measurement's outcome attribute: "ok" or err's reason.
-func outcome(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	return claimcheck.Reason(err)
 }

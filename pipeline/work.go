@@ -18,8 +18,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -455,11 +454,12 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
 	// The attempt's span continues the producer's trace (River's metadata).
 	sctx, link := fromMetadata(ctx, job.Metadata)
-	ctx, span := w.p.tel.tracer.Start(sctx, "claimcheck.work", trace.WithSpanKind(trace.SpanKindConsumer), link,
-		trace.WithAttributes(jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt)...))
+	ctx, span, end := w.p.store.StartMessaging(sctx, claimcheck.Messaging{System: claimcheck.MessagingSystemRiver,
+		Type: messagingconv.OperationTypeProcess, Name: "work", Destination: job.Args.JobKind, MessageID: strconv.FormatInt(job.ID, 10)},
+		jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
 	defer func() {
-		span.SetAttributes(attribute.String("claimcheck.outcome", string(o.State)))
-		claimcheck.EndSpan(span, o.Err)
+		span.SetAttributes(claimcheck.AttrOutcome.String(string(o.State)))
+		end(o.Err)
 	}()
 	err = w.attempt(ctx, st, job, &o)
 	cause := context.Cause(ctx)

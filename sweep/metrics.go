@@ -30,7 +30,7 @@ func record(ctx context.Context, store *claimcheck.Store, rep *Report, err error
 	if err != nil {
 		outcome = claimcheck.Reason(err)
 	}
-	attrs := metric.WithAttributes(attribute.Bool("dry_run", rep.DryRun), attribute.String("outcome", outcome))
+	attrs := metric.WithAttributes(attribute.Bool("claimcheck.dry_run", rep.DryRun), claimcheck.AttrOutcome.String(outcome))
 	n := int64(rep.RemovedByReason[Orphan])
 	if rep.DryRun {
 		n = 0 // the report counts what a real sweep would remove

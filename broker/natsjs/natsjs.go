@@ -499,6 +499,9 @@ func (t *Transport) ensureStream(ctx context.Context, want jetstream.StreamConfi
 // MaxMessageSize implements broker.Transport.
 func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
+// MessagingSystem is OpenTelemetry's messaging.system: "nats" (broker.System).
+func (t *Transport) MessagingSystem() string { return "nats" }
+
 // Options returns the options in effect, defaults filled in.
 func (t *Transport) Options() Options { return t.opts }
 

@@ -602,6 +602,9 @@ func amqpPriority(attrs map[string]string) uint8 {
 // MaxMessageSize implements broker.Transport.
 func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
+// MessagingSystem is OpenTelemetry's messaging.system: "rabbitmq" (broker.System).
+func (t *Transport) MessagingSystem() string { return "rabbitmq" }
+
 // Queue returns the main queue's name.
 func (t *Transport) Queue() string { return t.opts.Queue }
 

@@ -216,6 +216,9 @@ func Open(_ context.Context, opts Options) (*Transport, error) {
 // MaxMessageSize implements broker.Transport.
 func (t *Transport) MaxMessageSize() int64 { return t.opts.MaxMessageSize }
 
+// MessagingSystem is OpenTelemetry's messaging.system: "aws_sqs" (broker.System).
+func (t *Transport) MessagingSystem() string { return "aws_sqs" }
+
 // QueueURL returns the main queue's URL.
 func (t *Transport) QueueURL() string { return t.opts.QueueURL }
 

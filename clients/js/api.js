@@ -221,10 +221,12 @@ export class Client {
    * the bytes it got have that digest. Resolves to the answer (Submitted:
    * id, kind, tenant, duplicate, ticket_bytes, ticket). Rejects with
    * APIError: 422 digest-mismatch, 409 idempotency-conflict, 413
-   * payload-too-large, 403 ticket-forbidden, ...
+   * payload-too-large, 403 ticket-forbidden, ... opts.traceparent (and
+   * opts.tracestate), the W3C trace context of the caller's span, make the
+   * job join the caller's trace.
    */
-  async submit(payload, kind, tenant, { idempotencyKey, contentType, priority, maxAttempts, sha256 } = {}) {
-    const headers = {};
+  async submit(payload, kind, tenant, { idempotencyKey, contentType, priority, maxAttempts, sha256, traceparent, tracestate } = {}) {
+    const headers = traceHeaders(traceparent, tracestate);
     if (idempotencyKey != null) headers['idempotency-key'] = idempotencyKey;
     const query = [['kind', kind], ['tenant', tenant], ['priority', priority], ['max_attempts', maxAttempts]];
     return this.sendBody('POST', '/v1/jobs', payload, { query, headers, contentType, sha256 });
@@ -322,8 +324,12 @@ export class Client {
    */
   async claim(kind, { tenants = [], wait = 30, signal } = {}) {
     const query = [['kind', kind], ['wait', wait], ...tenants.map((t) => ['tenant', t])];
-    const doc = await this.json('POST', '/v1/claims', { query, headers: { 'content-length': '0' }, signal });
-    return doc == null ? null : new Claim(this, doc);
+    const resp = await this.request('POST', '/v1/claims', { query, headers: { 'content-length': '0' }, signal });
+    if (resp.status === 204) return null;
+    const c = new Claim(this, await resp.json());
+    c.traceparent = resp.headers.get('traceparent');
+    c.tracestate = resp.headers.get('tracestate');
+    return c;
   }
 
   /**
@@ -405,6 +411,16 @@ function verifierFor(resp, sha256 = null, size = null) {
  * summary: sha256 hex, size bytes, type, inline, created, and kid
  * for a payload sealed inline).
  */
+/** W3C trace context headers: traceparent (and tracestate) when given. */
+function traceHeaders(traceparent, tracestate) {
+  const h = {};
+  if (traceparent) {
+    h.traceparent = traceparent;
+    if (tracestate) h.tracestate = tracestate;
+  }
+  return h;
+}
+
 export class Claim {
   constructor(client, doc) {
     this.client = client;
@@ -416,6 +432,16 @@ export class Claim {
     this.payload = doc.payload;
     this.extensions = 0; // leases renewed while the handler ran
     this.lost = null; // the APIError of an extension that found the lease gone
+    // The job's W3C trace context (the claim's traceparent and tracestate
+    // headers), null when it has none: a handler's spans continue it, and
+    // the lease's calls send it.
+    this.traceparent = null;
+    this.tracestate = null;
+  }
+
+  /** The claim's trace headers, for its lease's calls. */
+  traceHeaders(headers = {}) {
+    return { ...traceHeaders(this.traceparent, this.tracestate), ...headers };
   }
 
   path(op) {
@@ -432,7 +458,7 @@ export class Claim {
    * at its end unless the bytes have the claim's SHA-256 and size.
    */
   async openPayload() {
-    const resp = await this.client.request('GET', this.path('payload'));
+    const resp = await this.client.request('GET', this.path('payload'), { headers: this.traceHeaders() });
     const v = verifierFor(resp, Buffer.from(this.payload.sha256, 'hex'), this.payload.size);
     const body = Readable.fromWeb(resp.body);
     body.on('error', (e) => v.destroy(e));
@@ -441,7 +467,7 @@ export class Claim {
 
   /** Renew the lease for another lease_seconds; rejects with APIError 404 lease-not-found once it ran out. */
   async extend() {
-    const doc = await this.client.json('POST', this.path('extend'), { headers: { 'content-length': '0' } });
+    const doc = await this.client.json('POST', this.path('extend'), { headers: this.traceHeaders({ 'content-length': '0' }) });
     this.extensions++;
     this.leaseExpiresAt = doc.lease_expires_at ?? this.leaseExpiresAt;
     return doc;
@@ -453,14 +479,14 @@ export class Claim {
    * resolves to the Outcome.
    */
   complete(result = null, contentType) {
-    return this.client.sendBody('POST', this.path('complete'), result, { contentType });
+    return this.client.sendBody('POST', this.path('complete'), result, { contentType, headers: this.traceHeaders() });
   }
 
   /** Fail the attempt, permanently (dead letter now) or transiently (retried); resolves to the Outcome. */
   fail(message, permanent = false) {
     const body = Buffer.from(JSON.stringify({ message: String(message).slice(0, 1024), permanent: !!permanent }));
     return this.client.json('POST', this.path('fail'), {
-      headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
+      headers: this.traceHeaders({ 'content-type': 'application/json', 'content-length': String(body.length) }),
       body,
     });
   }

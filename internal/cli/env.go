@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -255,7 +256,28 @@ func (g *globals) logger() (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
 		return nil, usagef("--log-level %q: use debug, info, warn or error", g.logLevel)
 	}
-	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
+	return slog.New(g.logHandler(g.stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// logHandler is the --log-format handler writing to w: slog's
+// JSONHandler (json) or TextHandler (text).
+func (g *globals) logHandler(w io.Writer, opts *slog.HandlerOptions) slog.Handler {
+	if g.logFormat == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}
+
+// logsAttempt reports whether logger writes the per-attempt line of an
+// attempt that came to state (pipeline's: WARN for a dead letter, else
+// INFO); when it does not, the command says a failed attempt itself,
+// so each attempt has one line either way.
+func logsAttempt(logger *slog.Logger, state pipeline.JobState) bool {
+	level := slog.LevelInfo
+	if state == pipeline.JobDead {
+		level = slog.LevelWarn
+	}
+	return logger != nil && logger.Enabled(context.Background(), level)
 }
 
 // ensureWritable creates dir if needed and proves a file can be written in

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +30,11 @@ const exitDataErr = 65
 // constant) and checked in as the result once it exits 0. A job's
 // attachments, verified, are files named after them in a directory of
 // their own, CLAIMCHECK_ATTACHMENTS_DIR, removed once the command exits.
-func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Handler {
+// Its standard error is not passed through: its last stderrTail bytes,
+// quoted onto one line and redacted (redactTail), go with the attempt's
+// error, so with its log line; a command that succeeds and wrote there
+// gets one line of its own, "handler stderr", on logger (else on stderr).
+func execHandler(argv []string, spoolDir string, stderr io.Writer, logger *slog.Logger) claimcheck.Handler {
 	return claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
 		in, err := job.Payload.Open(ctx)
 		if err != nil {
@@ -57,7 +63,7 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		// does not leave it running either (runGuarded).
 		cmd.WaitDelay = 5 * time.Second
 		tail := &tailWriter{max: stderrTail}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, io.MultiWriter(stderr, tail)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, tail
 		cmd.Env = append(handlerEnv(), env...)
 		if err := runGuarded(cmd); err != nil {
 			out.Close()
@@ -70,6 +76,14 @@ func execHandler(argv []string, spoolDir string, stderr io.Writer) claimcheck.Ha
 		if _, err := out.Seek(0, io.SeekStart); err != nil {
 			out.Close()
 			return nil, fmt.Errorf("exec: rewind output: %w", err)
+		}
+		if q := tail.quoted(); q != "" {
+			if logger != nil {
+				logger.LogAttrs(ctx, slog.LevelInfo, "handler stderr", slog.String("job", job.ID), slog.String("kind", job.Kind),
+					slog.Int("attempt", job.Attempt), slog.String("stderr", q))
+			} else {
+				fmt.Fprintf(stderr, "job %s: handler stderr: %s\n", job.ID, q)
+			}
 		}
 		// The worker rewinds it to retry a check-in, and closes it.
 		return &claimcheck.Result{Body: out, ContentType: "application/octet-stream"}, nil
@@ -140,16 +154,41 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// suffix is "; stderr: \"…\"" with the kept tail, quoted onto one line,
-// or "" if the command wrote nothing there.
+// suffix is "; stderr: \"…\"" with the kept tail (quoted), or "" if the
+// command wrote nothing there.
 func (t *tailWriter) suffix() string {
+	if q := t.quoted(); q != "" {
+		return "; stderr: " + q
+	}
+	return ""
+}
+
+// quoted is the kept tail, redacted (redactTail) and quoted onto one
+// line; "" if the command wrote nothing there.
+func (t *tailWriter) quoted() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := strings.TrimSpace(strings.ToValidUTF8(string(t.buf), "\uFFFD"))
 	if s == "" {
 		return ""
 	}
-	return "; stderr: " + strconv.Quote(s)
+	return strconv.Quote(redactTail(s))
+}
+
+// sha256Run is a run of 64 hex digits: a SHA-256, as a payload's digest
+// and its object key hold it.
+var sha256Run = regexp.MustCompile(`[0-9a-fA-F]{64}`)
+
+// redactTail shortens every full SHA-256 in a handler's output to its
+// first 12 digits and "…", as claimcheck names payloads (so an object key
+// it printed is not kept whole), and drops the value of CLAIMCHECK_SECRET
+// should the command have got it some other way.
+func redactTail(s string) string {
+	s = sha256Run.ReplaceAllStringFunc(s, func(d string) string { return d[:12] + "…" })
+	if secret := os.Getenv("CLAIMCHECK_SECRET"); len(secret) >= 8 {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	return s
 }
 
 // handlerEnv is this process's environment without the secrets that stay

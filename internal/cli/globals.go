@@ -37,6 +37,7 @@ type globals struct {
 	maxAttempts     int
 	json            bool
 	logLevel        string
+	logFormat       string
 	stderr          io.Writer
 	// tel is the command's OpenTelemetry, made on first use (telemetry),
 	// shared by the copies inDataDir makes.
@@ -91,6 +92,8 @@ func (g *globals) validate() error {
 		return usageError{g.storeErr}
 	}
 	switch {
+	case g.logFormat != "text" && g.logFormat != "json":
+		return usagef("--log-format %q: use text or json", g.logFormat)
 	case g.inlineThreshold < 0 || g.inlineThreshold > claimcheck.MaxInlineThreshold:
 		return usagef("--inline-threshold %d: use 0 (nothing inline) to %d bytes", g.inlineThreshold, claimcheck.MaxInlineThreshold)
 	case g.maxPayloadSize < 0:

@@ -123,7 +123,7 @@ func TestServeQueueGauges(t *testing.T) {
 				for _, l := range m.GetLabel() {
 					ls[l.GetName()] = l.GetValue()
 				}
-				if !strings.HasPrefix(ls["kind"], "gauge-") && ls["tenant"] == "" {
+				if !strings.HasPrefix(ls["claimcheck_kind"], "gauge-") && ls["claimcheck_tenant"] == "" {
 					continue
 				}
 				var key []string
@@ -142,15 +142,15 @@ func TestServeQueueGauges(t *testing.T) {
 				t.Logf("%s = the listings: %v", name, got)
 			}
 		}
-		compare("claimcheck_queue_jobs", got("claimcheck_queue_jobs", "kind", "state"), wantJobs)
-		compare("claimcheck_queue_dead_letters", got("claimcheck_queue_dead_letters", "kind", "reason"), wantDead)
+		compare("claimcheck_queue_jobs", got("claimcheck_queue_jobs", "claimcheck_kind", "claimcheck_state"), wantJobs)
+		compare("claimcheck_queue_dead_letters", got("claimcheck_queue_dead_letters", "claimcheck_kind", "claimcheck_reason"), wantDead)
 		if want := map[string]float64{"gauge-a/handler-permanent": 130, "gauge-b/payload-corrupt": 80}; fmt.Sprint(wantDead) != fmt.Sprint(want) {
 			t.Errorf("dead lists %v, want %v", wantDead, want)
 		}
 		if wantJobs["gauge-wait/waiting"] != 40 || wantJobs["gauge-idle/available"] != 3 {
 			t.Errorf("jobs lists %v, want 40 waiting and 3 available", wantJobs)
 		}
-		ages := got("claimcheck_queue_oldest_age_seconds", "kind")
+		ages := got("claimcheck_queue_oldest_age_seconds", "claimcheck_kind")
 		elapsed := time.Since(start).Seconds()
 		for _, kind := range []string{"gauge-idle", "gauge-wait"} {
 			if a := ages[kind]; a <= 0 || a > elapsed+1 {
@@ -161,8 +161,8 @@ func TestServeQueueGauges(t *testing.T) {
 			t.Errorf("claimcheck_queue_oldest_age_seconds of kinds with nothing to work: %v, want 0", ages)
 		}
 		t.Logf("claimcheck_queue_oldest_age_seconds: %v (enqueueing began %.2f s ago)", ages, elapsed)
-		held := got("claimcheck_storage_held_bytes", "tenant", "role")
-		objects := got("claimcheck_storage_held_objects", "tenant", "role")
+		held := got("claimcheck_storage_held_bytes", "claimcheck_tenant", "claimcheck_role")
+		objects := got("claimcheck_storage_held_objects", "claimcheck_tenant", "claimcheck_role")
 		if held["initech/payload"] != 3*100<<10 || objects["initech/payload"] != 3 || held["acme/payload"] != 0 {
 			t.Errorf("claimcheck_storage_held_bytes %v, _objects %v: want initech/payload 307200 bytes in 3 objects, no acme object (inline)", held, objects)
 		} else {

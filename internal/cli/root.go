@@ -185,6 +185,8 @@ in the data directory.`,
 	f.BoolVar(&g.json, "json", false, "print JSON instead of text")
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	_ = root.RegisterFlagCompletionFunc("log-level", completeWords("debug", "info", "warn", "error"))
+	f.StringVar(&g.logFormat, "log-format", envOr("CLAIMCHECK_LOG_FORMAT", "text"), "log lines as text (key=value) or json, one object a line (env CLAIMCHECK_LOG_FORMAT)")
+	_ = root.RegisterFlagCompletionFunc("log-format", completeWords("text", "json"))
 	root.AddCommand(
 		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
 		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g), newVersion(g),

@@ -106,12 +106,16 @@ func runBroker(ctx context.Context, stderr io.Writer, g *globals, e *env, tr bro
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
+	logger, err := g.logger()
+	if err != nil {
+		return err
+	}
 	src := brokerSource(g, tr, stderr, true)
 	src.Until = e.pipe.UntilFinished(ids...)
 	return e.pipe.Work(ctx, pipeline.WorkOptions{Handlers: handlers, Concurrency: concurrency, Broker: src,
 		Notify: func(msg string) { fmt.Fprintln(stderr, msg) },
 		OnDone: func(o pipeline.Outcome) {
-			if o.Err != nil {
+			if o.Err != nil && !logsAttempt(logger, o.State) {
 				fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s: %v\n", o.JobID, messageNote(o.MessageID), o.Attempt, o.Reason, o.State, o.Err)
 			}
 		}})

@@ -69,7 +69,7 @@ func (o *serveOptions) runIn(ctx context.Context, s streams, e *env) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.addr, err)
 	}
-	logger := slog.New(slog.NewTextHandler(s.err, nil))
+	logger := slog.New(o.g.logHandler(s.err, nil))
 	mux := http.NewServeMux()
 	mux.Handle(resulturl.PathPrefix, resulturl.Handler(signer, e.pipe.OpenResult, logger))
 	tel, err := o.g.telemetry(ctx)

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -130,15 +132,15 @@ func TestMetricsRun(t *testing.T) {
 		value  float64 // a counter's increase
 		count  float64 // a histogram's observations
 	}{
-		{"claimcheck_payload_checked_in_bytes_total", map[string]string{"role": "payload", "tenant": "local"}, float64(bytesIn), 0},
-		{"claimcheck_payload_claimed_bytes_total", map[string]string{"tenant": "local", "kind": "pdf-info"}, float64(bytesIn), 0},
-		{"claimcheck_job_attempts_total", map[string]string{"kind": "pdf-info", "outcome": "completed"}, n, 0},
+		{"claimcheck_payload_checked_in_bytes_total", map[string]string{"claimcheck_role": "payload", "claimcheck_tenant": "local"}, float64(bytesIn), 0},
+		{"claimcheck_payload_claimed_bytes_total", map[string]string{"claimcheck_tenant": "local", "claimcheck_kind": "pdf-info"}, float64(bytesIn), 0},
+		{"claimcheck_job_attempts_total", map[string]string{"claimcheck_kind": "pdf-info", "claimcheck_outcome": "completed"}, n, 0},
 		{"claimcheck_job_dead_letters_total", nil, 0, 0},
-		{"claimcheck_check_in_duration_seconds", map[string]string{"role": "payload", "outcome": "ok"}, 0, n},
-		{"claimcheck_check_in_duration_seconds", map[string]string{"role": "result", "outcome": "ok"}, 0, n},
-		{"claimcheck_claim_duration_seconds", map[string]string{"kind": "pdf-info", "outcome": "ok"}, 0, n},
-		{"claimcheck_verify_duration_seconds", map[string]string{"kind": "pdf-info", "outcome": "ok"}, 0, n},
-		{"claimcheck_handler_duration_seconds", map[string]string{"kind": "pdf-info", "outcome": "ok"}, 0, n},
+		{"claimcheck_check_in_duration_seconds", map[string]string{"claimcheck_role": "payload"}, 0, n},
+		{"claimcheck_check_in_duration_seconds", map[string]string{"claimcheck_role": "result"}, 0, n},
+		{"claimcheck_claim_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}, 0, n},
+		{"claimcheck_verify_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}, 0, n},
+		{"claimcheck_handler_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}, 0, n},
 	} {
 		d := delta(c.name, c.labels)
 		if d.value != c.value || d.count != c.count {
@@ -147,7 +149,7 @@ func TestMetricsRun(t *testing.T) {
 			t.Logf("%s%v: +%v (histogram: +%v observations, +%.3f s)", c.name, c.labels, d.value, d.count, d.sum)
 		}
 	}
-	if s := delta("claimcheck_handler_duration_seconds", map[string]string{"kind": "pdf-info"}); s.sum <= 0 {
+	if s := delta("claimcheck_handler_duration_seconds", map[string]string{"claimcheck_kind": "pdf-info"}); s.sum <= 0 {
 		t.Errorf("handler durations sum to %v s", s.sum)
 	}
 
@@ -165,14 +167,14 @@ func TestMetricsRun(t *testing.T) {
 		t.Fatalf("work: exit %d, want 1 (a dead letter)\n%s", r.code, r.stderr)
 	}
 	before, after = after, scrape(t, srv.URL+"/metrics")
-	missing := map[string]string{"kind": "pdf-info", "reason": claimcheck.ReasonPayloadMissing}
+	missing := map[string]string{"claimcheck_kind": "pdf-info", "claimcheck_reason": claimcheck.ReasonPayloadMissing}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 	}{
 		{"claimcheck_job_dead_letters_total", missing},
 		{"claimcheck_verify_failures_total", missing},
-		{"claimcheck_job_attempts_total", map[string]string{"kind": "pdf-info", "outcome": "dead", "reason": claimcheck.ReasonPayloadMissing}},
+		{"claimcheck_job_attempts_total", map[string]string{"claimcheck_kind": "pdf-info", "claimcheck_outcome": "dead", "claimcheck_reason": claimcheck.ReasonPayloadMissing}},
 	} {
 		if v := delta(c.name, c.labels).value; v != 1 {
 			t.Errorf("%s%v moved by %v, want 1", c.name, c.labels, v)
@@ -347,6 +349,70 @@ func TestJobLogLine(t *testing.T) {
 	}
 }
 
+// TestJobLogLineJSON: with --log-format json, each attempt is one JSON
+// object on standard error (no other line about it): a success, a
+// transient failure and a permanent one (exit 65), the handler's standard
+// error kept with the failed attempt, quoted, its full digests shortened,
+// and never written raw.
+func TestJobLogLineJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const kind = "jsonline"
+	for _, p := range []string{"okay-payload-marker", "fail-payload-marker", "dead-payload-marker"} {
+		if r := b.run(p, "submit", "--json", "--kind", kind, "--tenant", "acme", "--max-attempts", "2", "-"); r.code != 0 {
+			t.Fatalf("submit: %+v", r)
+		}
+	}
+	digest := strings.Repeat("ab", 32)
+	script := `p=$(head -c 4); echo "note from $p" >&2; case $p in fail) echo "try again later" >&2; exit 1;; dead) echo "bad input ` + digest + `" >&2; exit 65;; esac; echo done`
+	r := b.run("", "--log-level", "info", "--log-format", "json", "work", "--kind", kind, "--until-empty", "--exec", "--", "sh", "-c", script)
+	if r.code != 1 {
+		t.Fatalf("work: exit %d, want 1 (dead letters)\n%s", r.code, r.stderr)
+	}
+	var attempts []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if !strings.HasPrefix(l, "{") {
+			if strings.Contains(l, "failed") || strings.Contains(l, "note from") || strings.Contains(l, "try again") {
+				t.Errorf("a line besides the JSON ones: %s", l)
+			}
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not JSON: %s: %v", l, err)
+			continue
+		}
+		if m["msg"] == "job attempt" {
+			attempts = append(attempts, m)
+			t.Logf("%s", l)
+		}
+	}
+	want := map[string]string{"completed/": "", "retrying/transient": "try again later", "dead/transient": "try again later", "dead/handler-permanent": "bad input abababababab…"}
+	seen := map[string]bool{}
+	for _, m := range attempts {
+		k := fmt.Sprint(m["outcome"], "/", m["reason"])
+		tail, ok := want[k]
+		if !ok {
+			t.Errorf("unexpected attempt %s: %v", k, m)
+			continue
+		}
+		seen[k] = true
+		if e, _ := m["error"].(string); tail != "" && !strings.Contains(e, `stderr: "note from`) || !strings.Contains(fmt.Sprint(m["error"]), tail) {
+			t.Errorf("attempt %s: error %q lacks the handler's stderr %q", k, m["error"], tail)
+		}
+	}
+	for k := range want {
+		if !seen[k] {
+			t.Errorf("no attempt line %s among %d", k, len(attempts))
+		}
+	}
+	for _, secret := range []string{digest, "payload-marker"} {
+		if strings.Contains(r.stderr, secret) {
+			t.Errorf("work's log holds %q:\n%s", secret, r.stderr)
+		}
+	}
+}
+
 // TestMetricsSweep: the last sweep's orphans, found and removed, show as
 // gauges on /metrics.
 func TestMetricsSweep(t *testing.T) {
@@ -376,7 +442,7 @@ func TestMetricsSweep(t *testing.T) {
 			t.Fatalf("%v: exit %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
 		}
 		fams := scrape(t, srv.URL+"/metrics")
-		labels := map[string]string{"dry_run": strconv.FormatBool(c.dryRun), "outcome": "ok"}
+		labels := map[string]string{"claimcheck_dry_run": strconv.FormatBool(c.dryRun), "claimcheck_outcome": "ok"}
 		found, removed := total(fams, "claimcheck_sweep_orphans_found", labels).value, total(fams, "claimcheck_sweep_orphans_removed", labels).value
 		if found != c.found || removed != c.removed {
 			t.Errorf("%v: orphans found %v removed %v, want %v and %v", args, found, removed, c.found, c.removed)

@@ -2,104 +2,23 @@ package cli
 
 import (
 	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/claimcheck/claimcheck/broker/brokertest"
+	"github.com/claimcheck/claimcheck/internal/telemetry/otlptest"
 )
-
-// receivedSpan is a span an OTLP/HTTP receiver got, with the
-// service.name of the process that sent it.
-type receivedSpan struct {
-	service, name     string
-	trace, id, parent string
-	start             uint64
-	attrs             map[string]string
-}
-
-// otlpReceiver is an in-test OTLP/HTTP trace receiver (POST /v1/traces,
-// protobuf), decoding with go.opentelemetry.io/proto/otlp.
-type otlpReceiver struct {
-	mu    sync.Mutex
-	spans []receivedSpan
-	srv   *httptest.Server
-}
-
-func newOTLPReceiver(t *testing.T) *otlpReceiver {
-	r := &otlpReceiver{}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(req.Body)
-		var in coltracepb.ExportTraceServiceRequest
-		if err == nil {
-			err = proto.Unmarshal(body, &in)
-		}
-		if req.URL.Path != "/v1/traces" || err != nil {
-			t.Errorf("OTLP receiver: %s %s: %v", req.Method, req.URL.Path, err)
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		r.add(&in)
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.Write(out)
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *otlpReceiver) add(in *coltracepb.ExportTraceServiceRequest) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range in.GetResourceSpans() {
-		service := ""
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				service = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				r.spans = append(r.spans, received(service, s))
-			}
-		}
-	}
-}
-
-func received(service string, s *tracepb.Span) receivedSpan {
-	attrs := map[string]string{}
-	for _, kv := range s.GetAttributes() {
-		attrs[kv.GetKey()] = fmt.Sprint(kv.GetValue().GetValue())
-	}
-	return receivedSpan{service: service, name: s.GetName(), trace: hex.EncodeToString(s.GetTraceId()), id: hex.EncodeToString(s.GetSpanId()),
-		parent: hex.EncodeToString(s.GetParentSpanId()), start: s.GetStartTimeUnixNano(), attrs: attrs}
-}
-
-func (r *otlpReceiver) all() []receivedSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans)
-}
 
 // command runs claimcheck as a process of its own (the test binary, see
 // TestMain), exporting its spans to rec as service.
-func (b *cliBundle) command(rec *otlpReceiver, service string, args ...string) string {
+func (b *cliBundle) command(rec *otlptest.Receiver, service string, args ...string) string {
 	b.t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"--data", b.data}, args...)...)
-	cmd.Env = append(os.Environ(), envAsCommand+"=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+rec.srv.URL, "OTEL_SERVICE_NAME="+service, "OTEL_BSP_SCHEDULE_DELAY=100")
+	cmd.Env = append(append(os.Environ(), envAsCommand+"=1"), rec.Env(service)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.t.Fatalf("claimcheck %s (%s): %v\n%s", strings.Join(args, " "), service, err, out)
@@ -118,17 +37,17 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		broker func(t *testing.T) string
-		want   []string // span names in the trace, besides River's
+		want   []string // span names (messaging.operation.name for messaging spans) in the trace, besides River's
 	}{
-		{"database", nil, []string{"claimcheck.submit", "claimcheck.enqueue", "claimcheck.check_in", "claimcheck.work", "claimcheck.claim", "claimcheck.verify", "claimcheck.handler"}},
-		{"RabbitMQ", brokers[0].url, []string{"claimcheck.submit", "claimcheck.enqueue", "claimcheck.check_in", "claimcheck.relay.publish", "claimcheck.receive", "claimcheck.claim", "claimcheck.verify", "claimcheck.handler"}},
+		{"database", nil, []string{"claimcheck.submit", "enqueue", "claimcheck.check_in", "work", "claimcheck.claim", "claimcheck.verify", "claimcheck.handler"}},
+		{"RabbitMQ", brokers[0].url, []string{"claimcheck.submit", "enqueue", "claimcheck.check_in", "publish", "receive", "claimcheck.claim", "claimcheck.verify", "claimcheck.handler"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			if tc.broker != nil {
 				brokertest.ServerURL(t, "CLAIMCHECK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 			}
-			rec := newOTLPReceiver(t)
+			rec := otlptest.NewHTTP(t)
 			b := setup(t)
 			marker := "PAYLOAD-MARKER-" + rand.Text()
 			file := filepath.Join(t.TempDir(), "payload.txt")
@@ -147,59 +66,78 @@ func TestTraceAcrossProcesses(t *testing.T) {
 			b.command(rec, "work", work...)
 			key := b.payloadKey(1, global...)
 
-			spans := rec.all()
-			var root *receivedSpan
+			spans := rec.Spans()
+			var root *otlptest.Span
 			for i, s := range spans {
-				if s.name == "claimcheck.submit" {
+				if s.Name == "claimcheck.submit" {
 					root = &spans[i]
 				}
 			}
 			if root == nil {
 				t.Fatalf("no claimcheck.submit span among %d", len(spans))
 			}
-			var trace []receivedSpan
+			var trace []otlptest.Span
 			for _, s := range spans {
-				if s.trace == root.trace {
+				if s.Trace == root.Trace {
 					trace = append(trace, s)
 				}
-				for k, v := range s.attrs {
+				for k, v := range s.Attrs {
 					if strings.Contains(v, key) || strings.Contains(v, "PAYLOAD-MARKER") {
-						t.Errorf("span %s attribute %s holds the payload's key or bytes: %q", s.name, k, v)
+						t.Errorf("span %s attribute %s holds the payload's key or bytes: %q", s.Name, k, v)
 					}
 				}
-				if strings.HasPrefix(s.name, "gocloud.dev") {
-					t.Errorf("gocloud.dev's span %s was exported", s.name)
+				if strings.HasPrefix(s.Name, "gocloud.dev") {
+					t.Errorf("gocloud.dev's span %s was exported", s.Name)
 				}
 			}
-			slices.SortFunc(trace, func(a, b receivedSpan) int { return int(int64(a.start - b.start)) })
 			names := map[string]string{} // span id → name
-			for _, s := range trace {
-				names[s.id] = s.name
-			}
-			var lines []string
 			services := map[string]bool{}
 			for _, s := range trace {
-				services[s.service] = true
-				parent := "(root)"
-				if s.parent != "" {
-					parent = s.parent + " " + names[s.parent]
-				}
-				lines = append(lines, fmt.Sprintf("%-7s %-26s span %s parent %s", s.service, s.name, s.id, parent))
+				names[s.ID] = s.Name
+				services[s.Service] = true
 			}
-			t.Logf("trace %s, %d spans:\n%s", root.trace, len(trace), strings.Join(lines, "\n"))
+			t.Logf("trace %s, %d spans:\n%s", root.Trace, len(trace), otlptest.Format(trace, "messaging.", "error.type", "claimcheck."))
 			for _, want := range tc.want {
-				if !slices.ContainsFunc(trace, func(s receivedSpan) bool { return s.name == want }) {
-					t.Errorf("trace %s has no %s span", root.trace, want)
+				if !slices.ContainsFunc(trace, func(s otlptest.Span) bool { return s.Name == want || s.Attrs["messaging.operation.name"] == want }) {
+					t.Errorf("trace %s has no %s span", root.Trace, want)
 				}
 			}
 			if !services["submit"] || !services["work"] {
-				t.Errorf("trace %s does not span both processes: %v", root.trace, services)
+				t.Errorf("trace %s does not span both processes: %v", root.Trace, services)
 			}
 			for _, s := range trace {
-				if s.parent != "" && names[s.parent] == "" {
-					t.Errorf("span %s's parent %s is not in the trace", s.name, s.parent)
+				if s.Parent != "" && names[s.Parent] == "" {
+					t.Errorf("span %s's parent %s is not in the trace", s.Name, s.Parent)
 				}
 			}
 		})
+	}
+}
+
+// TestSubmitPushesMetrics: a single `submit` process, with
+// OTEL_METRICS_EXPORTER=otlp, pushes its metrics as it exits (OTLP over
+// gRPC to an in-test receiver): the check-in's bytes and the enqueue's
+// messaging metrics.
+func TestSubmitPushesMetrics(t *testing.T) {
+	rec := otlptest.NewGRPC(t)
+	t.Setenv("OTEL_METRICS_EXPORTER", "otlp")
+	b := setup(t)
+	file := filepath.Join(t.TempDir(), "payload.txt")
+	if err := os.WriteFile(file, []byte("metered"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.command(rec, "submit", "submit", "--kind", "metered", "--tenant", "acme", file)
+	got := map[string]map[string]string{}
+	for _, m := range rec.Metrics() {
+		got[m.Name] = m.Attrs
+		t.Logf("%s %s %v", m.Service, m.Name, m.Attrs)
+	}
+	for _, want := range []string{"claimcheck.payload.checked_in", "messaging.client.operation.duration", "messaging.client.sent.messages"} {
+		if got[want] == nil {
+			t.Errorf("no %s metric pushed", want)
+		}
+	}
+	if a := got["messaging.client.sent.messages"]; a["messaging.system"] != "river" || a["messaging.destination.name"] != "metered" || a["messaging.operation.name"] != "enqueue" {
+		t.Errorf("messaging.client.sent.messages attributes %v", a)
 	}
 }

@@ -174,9 +174,13 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 		}
 		fmt.Fprintf(s.err, "working the jobs of %s %s only; jobs of other stores stay in their queues for workers that have them\n", which, e.storeLabels())
 	}
+	logger, err := o.g.logger()
+	if err != nil {
+		return err
+	}
 	h := builtinHandlers()[o.kind]
 	if o.exec {
-		h = execHandler(o.argv, e.spoolDir(), s.err)
+		h = execHandler(o.argv, e.spoolDir(), s.err, logger)
 	}
 	var done, failed atomic.Int64
 	var mu sync.Mutex
@@ -203,7 +207,9 @@ func (o *workOptions) run(ctx context.Context, s streams) error {
 				}
 			default:
 				failed.Add(1)
-				fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s%s: %v\n", out.JobID, messageNote(out.MessageID), out.Attempt, out.Reason, out.State, nextTryNote(out), out.Err)
+				if !logsAttempt(logger, out.State) {
+					fmt.Fprintf(stderr, "job %d%s: attempt %d failed (%s), %s%s: %v\n", out.JobID, messageNote(out.MessageID), out.Attempt, out.Reason, out.State, nextTryNote(out), out.Err)
+				}
 				if out.State == pipeline.JobDead {
 					mu.Lock()
 					dead = append(dead, out.JobID)

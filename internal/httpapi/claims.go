@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"net/http"
 	"slices"
@@ -57,6 +58,7 @@ type lease struct {
 	attempt int
 	payload *claimcheck.Payload
 	seconds int
+	trace   propagation.MapCarrier // the attempt's W3C trace context: traceparent, tracestate
 
 	mu       sync.Mutex
 	expires  time.Time
@@ -183,6 +185,9 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, pr *principal) *Erro
 	if l == nil {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
+	}
+	for k, v := range l.trace {
+		w.Header().Set(k, v)
 	}
 	writeJSON(w, http.StatusOK, l.claim())
 	return nil
@@ -379,7 +384,9 @@ func (d *dispatcher) Handle(ctx context.Context, job *claimcheck.Job) (*claimche
 	rand.Read(b[:])
 	l := &lease{id: hex.EncodeToString(b[:]), jobID: id, kind: job.Kind, tenant: job.Tenant, attempt: job.Attempt, payload: job.Payload,
 		seconds: int(a.o.Lease / time.Second), expires: time.Now().Add(a.o.Lease),
-		extended: make(chan struct{}, 1), finish: make(chan finishing, 1), outcome: make(chan pipeline.Outcome, 1)}
+		extended: make(chan struct{}, 1), finish: make(chan finishing, 1), outcome: make(chan pipeline.Outcome, 1),
+		trace: propagation.MapCarrier{}}
+	traceContext.Inject(ctx, l.trace) // the handler's span: the remote worker continues the job's trace
 	a.mu.Lock()
 	a.leases[l.id] = l
 	a.byJob[l.jobID] = l

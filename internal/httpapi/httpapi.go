@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"log/slog"
 	"net/http"
@@ -227,12 +228,20 @@ func (p *principal) forbid(tenant string) *Error {
 	return refusal(http.StatusForbidden, claimcheck.ReasonTicketForbidden, fmt.Sprintf("this token may not act on tenant %q", tenant))
 }
 
+// traceContext is W3C trace context, read from every request's
+// traceparent and tracestate headers and written on a claim's answer.
+var traceContext = propagation.TraceContext{}
+
 // guard authenticates the request, sets the security headers and turns the
 // handler's error into its answer (and one log line).
 func (a *API) guard(h func(http.ResponseWriter, *http.Request, *principal) *Error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		// The caller's W3C trace context (traceparent, tracestate), if
+		// any, is the parent of what the request does: a job enqueued
+		// joins the caller's trace.
+		r = r.WithContext(traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 		var pr *principal
 		var e *Error
 		if n := headerBytes(r.Header); n > MaxHeaderBytes {

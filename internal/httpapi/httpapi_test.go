@@ -897,6 +897,10 @@ func TestOpenAPIRoutes(t *testing.T) {
 	for _, r := range api.Routes() {
 		routes[r.Method+" "+r.Pattern] = true
 	}
+	// The claim's answer documents the job's trace context.
+	if h := doc.Paths.Value("/v1/claims").Post.Responses.Value("200").Value.Headers; h["traceparent"] == nil {
+		t.Error("POST /v1/claims: the traceparent response header is not documented")
+	}
 	documented := map[string]bool{}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {

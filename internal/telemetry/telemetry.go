@@ -1,8 +1,10 @@
 // Package telemetry sets up OpenTelemetry for the claimcheck command: a
-// meter provider whose metrics a Prometheus handler serves (/metrics), and
-// a tracer provider that exports spans over OTLP/HTTP when the standard
-// OTEL_* environment variables ask for it (none by default). It installs
-// nothing globally: the command hands the providers to the store
+// meter provider whose metrics a Prometheus handler serves (/metrics) and,
+// when the standard OTEL_* environment variables ask for it, pushes to an
+// exporter too; and a tracer provider that exports spans the same way
+// (none by default). The exporters are the specification's, chosen by
+// go.opentelemetry.io/contrib/exporters/autoexport. It installs nothing
+// globally: the command hands the providers to the store
 // (claimcheck.Options), and through it to the pipeline, the broker
 // consumer and River's middleware (otelriver). gocloud.dev's own spans,
 // whose attributes hold full object keys, go to OpenTelemetry's global
@@ -20,7 +22,7 @@ import (
 
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -46,35 +48,36 @@ type Telemetry struct {
 
 // Options configure New.
 type Options struct {
-	// Getenv reads the OTEL_* variables; nil: os.Getenv. (The OTLP
-	// exporter reads its own OTEL_EXPORTER_OTLP_* variables from the
-	// process environment.)
-	Getenv func(string) string
 	// SpanExporter, if set, receives every span instead of what the
 	// environment configures (tests).
 	SpanExporter sdktrace.SpanExporter
 }
 
-// New makes the providers:
+// New makes the providers from the process environment
+// (autoexport, which follows the OpenTelemetry specification's
+// variables):
 //
-//   - metrics always, collected when the MetricsHandler is scraped;
-//   - spans exported over OTLP/HTTP (protobuf) when OTEL_TRACES_EXPORTER
-//     is "otlp", or is unset and OTEL_EXPORTER_OTLP_ENDPOINT or
-//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; none when
-//     OTEL_TRACES_EXPORTER is "none", when OTEL_SDK_DISABLED is "true",
-//     or by default. The sampler is OTEL_TRACES_SAMPLER's (default
-//     parentbased_always_on), the batching OTEL_BSP_*'s.
+//   - metrics always, collected when the MetricsHandler is scraped; and
+//     pushed, every OTEL_METRIC_EXPORT_INTERVAL and on Shutdown, to the
+//     exporter OTEL_METRICS_EXPORTER names (otlp, console, prometheus:
+//     a server of its own on OTEL_EXPORTER_PROMETHEUS_HOST:PORT, none);
+//   - spans exported, batched (OTEL_BSP_*), to the exporter
+//     OTEL_TRACES_EXPORTER names (otlp, console, none), sampled as
+//     OTEL_TRACES_SAMPLER says (default parentbased_always_on).
 //
-// Errors: an OTEL_TRACES_EXPORTER other than otlp or none, an
-// OTEL_EXPORTER_OTLP_PROTOCOL other than http/protobuf, or the exporter's
-// own configuration errors.
+// OTLP's protocol is OTEL_EXPORTER_OTLP_PROTOCOL (or the signal's own
+// ..._TRACES_/..._METRICS_PROTOCOL): http/protobuf (the default) or grpc.
+// Unlike the specification's default (otlp), an unset OTEL_*_EXPORTER
+// exports nothing unless OTEL_EXPORTER_OTLP_ENDPOINT or the signal's own
+// endpoint is set, so that a command run without a collector does not
+// try to reach one on localhost. OTEL_SDK_DISABLED=true exports nothing
+// (metrics are still served).
+//
+// Errors: an exporter name or protocol autoexport does not know, or the
+// exporter's own configuration errors.
 func New(ctx context.Context, opts Options) (*Telemetry, error) {
-	getenv := opts.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
 	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(),
-		resource.WithAttributes(semconv.ServiceName(serviceName(getenv))))
+		resource.WithAttributes(semconv.ServiceName(serviceName())))
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
@@ -83,12 +86,25 @@ func New(ctx context.Context, opts Options) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	t.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	readers := []sdkmetric.Option{sdkmetric.WithReader(exp), sdkmetric.WithResource(res)}
+	if exporting("METRICS") {
+		pushed, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTEL_METRICS_EXPORTER: %w", err)
+		}
+		if !autoexport.IsNoneMetricReader(pushed) {
+			readers = append(readers, sdkmetric.WithReader(pushed))
+		}
+	}
+	t.meters = sdkmetric.NewMeterProvider(readers...)
 	spans := opts.SpanExporter
-	if spans == nil {
-		if spans, err = spanExporter(ctx, getenv); err != nil {
+	if spans == nil && exporting("TRACES") {
+		if spans, err = autoexport.NewSpanExporter(ctx); err != nil {
 			_ = t.meters.Shutdown(ctx)
-			return nil, err
+			return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER: %w", err)
+		}
+		if autoexport.IsNoneSpanExporter(spans) {
+			spans = nil
 		}
 	}
 	if spans != nil {
@@ -98,43 +114,28 @@ func New(ctx context.Context, opts Options) (*Telemetry, error) {
 	return t, nil
 }
 
+// exporting reports whether autoexport is asked for the signal's
+// (TRACES, METRICS) exporter: not when OTEL_SDK_DISABLED is true; when
+// OTEL_{signal}_EXPORTER is set; when it is unset, only if
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_{signal}_ENDPOINT is
+// (autoexport's default is then otlp).
+func exporting(signal string) bool {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+		return false
+	}
+	if os.Getenv("OTEL_"+signal+"_EXPORTER") != "" {
+		return true
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
+}
+
 // serviceName is OTEL_SERVICE_NAME, else DefaultServiceName (an
 // OTEL_RESOURCE_ATTRIBUTES service.name is merged over it by the resource).
-func serviceName(getenv func(string) string) string {
-	if n := getenv("OTEL_SERVICE_NAME"); n != "" {
+func serviceName() string {
+	if n := os.Getenv("OTEL_SERVICE_NAME"); n != "" {
 		return n
 	}
 	return DefaultServiceName
-}
-
-// spanExporter is the exporter the environment asks for, nil for none.
-func spanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
-	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
-		return nil, nil
-	}
-	switch kind := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); kind {
-	case "none":
-		return nil, nil
-	case "":
-		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-			return nil, nil
-		}
-	case "otlp":
-	default:
-		return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q: use otlp or none", kind)
-	}
-	proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if proto == "" {
-		proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
-	if proto != "" && proto != "http/protobuf" {
-		return nil, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=%q: claimcheck exports spans over http/protobuf only", proto)
-	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: OTLP span exporter: %w", err)
-	}
-	return exp, nil
 }
 
 // MeterProvider is the provider every metric goes to.
@@ -153,7 +154,8 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
 }
 
-// Shutdown flushes pending spans and stops the providers.
+// Shutdown flushes pending spans and metrics (a pushing reader exports
+// its last collection) and stops the providers.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	var errs []error
 	if t.traces != nil {

@@ -101,6 +101,19 @@ final class Result
  * section 2): sha-256=:BASE64:. Throws \InvalidArgumentException for any
  * other length.
  */
+/**
+ * W3C trace context headers: traceparent (and tracestate) when given.
+ *
+ * @return array<string, string>
+ */
+function trace_headers(?string $traceparent, ?string $tracestate): array
+{
+    if ($traceparent === null || $traceparent === '') {
+        return [];
+    }
+    return ['traceparent' => $traceparent] + ($tracestate !== null && $tracestate !== '' ? ['tracestate' => $tracestate] : []);
+}
+
 function content_digest(string $sha256): string
 {
     if (strlen($sha256) !== 32) {
@@ -468,14 +481,16 @@ class Client
      * kind, tenant, duplicate, ticket_bytes, ticket). Throws ApiError: 422
      * digest-mismatch, 409 idempotency-conflict, 413 payload-too-large, 403
      * ticket-forbidden (a tenant the token may not act on), …
+     * $traceparent (and $tracestate), the W3C trace context of the
+     * caller's span, make the job join the caller's trace.
      *
      * @param string|resource $payload
      */
-    public function submit(mixed $payload, string $kind, string $tenant, ?string $idempotencyKey = null, ?string $contentType = null, ?int $priority = null, ?int $maxAttempts = null, ?string $sha256 = null, ?string $path = null): array
+    public function submit(mixed $payload, string $kind, string $tenant, ?string $idempotencyKey = null, ?string $contentType = null, ?int $priority = null, ?int $maxAttempts = null, ?string $sha256 = null, ?string $path = null, ?string $traceparent = null, ?string $tracestate = null): array
     {
         [$f, $digest, $size, $ours] = self::measure($payload, $path);
         try {
-            $headers = [
+            $headers = trace_headers($traceparent, $tracestate) + [
                 'Content-Digest' => content_digest($sha256 ?? $digest),
                 'Content-Type' => $contentType ?? 'application/octet-stream',
             ];
@@ -689,8 +704,11 @@ class Client
         foreach ($tenants as $t) {
             $query[] = ['tenant', $t];
         }
-        $doc = $this->json('POST', '/v1/claims', $query, [], '', $this->timeout + $wait);
-        return $doc === null ? null : new Claim($this, $doc);
+        [$status, $headers, $raw] = $this->request('POST', '/v1/claims', $query, [], '', null, $this->timeout + $wait);
+        if ($status === 204) {
+            return null;
+        }
+        return new Claim($this, json_decode($raw, true, 512, JSON_THROW_ON_ERROR), $headers['traceparent'] ?? null, $headers['tracestate'] ?? null);
     }
 
     /**
@@ -775,7 +793,12 @@ class Claim
     private array $pipes = [];
     private string $partial = '';
 
-    public function __construct(public readonly Client $client, public readonly array $doc)
+    /**
+     * $traceparent and $tracestate are the job's W3C trace context (the
+     * claim's response headers), null when it has none: a handler's spans
+     * continue it, and the lease's calls send it.
+     */
+    public function __construct(public readonly Client $client, public readonly array $doc, public readonly ?string $traceparent = null, public readonly ?string $tracestate = null)
     {
         $this->lease = $doc['lease'];
         $this->leaseSeconds = (int) $doc['lease_seconds'];
@@ -839,7 +862,7 @@ class Claim
      */
     public function extend(): array
     {
-        $doc = $this->client->json('POST', $this->path('extend'), [], [], '');
+        $doc = $this->client->json('POST', $this->path('extend'), [], trace_headers($this->traceparent, $this->tracestate), '');
         $this->extensions++;
         $this->leaseExpiresAt = $doc['lease_expires_at'] ?? $this->leaseExpiresAt;
         return $doc;
@@ -858,12 +881,12 @@ class Claim
             [$path, $contentType, $result] = [$result->path, $result->contentType ?? $contentType, $result->body];
         }
         if ($result === null && $path === null) {
-            return $this->client->json('POST', $this->path('complete'), [], [], '');
+            return $this->client->json('POST', $this->path('complete'), [], trace_headers($this->traceparent, $this->tracestate), '');
         }
         [$f, $digest, $size, $ours] = Client::measure($result, $path);
         try {
             $headers = ['Content-Digest' => content_digest($digest), 'Content-Type' => $contentType ?? 'application/octet-stream'];
-            return $this->client->json('POST', $this->path('complete'), [], $headers, [$f, $size]);
+            return $this->client->json('POST', $this->path('complete'), [], trace_headers($this->traceparent, $this->tracestate) + $headers, [$f, $size]);
         } finally {
             if ($ours) {
                 fclose($f);
@@ -879,7 +902,7 @@ class Claim
     public function fail(string $message, bool $permanent = false): array
     {
         $body = json_encode(['message' => substr($message, 0, 4096), 'permanent' => $permanent], JSON_THROW_ON_ERROR | JSON_INVALID_UTF8_SUBSTITUTE);
-        return $this->client->json('POST', $this->path('fail'), [], ['Content-Type' => 'application/json'], $body);
+        return $this->client->json('POST', $this->path('fail'), [], trace_headers($this->traceparent, $this->tracestate) + ['Content-Type' => 'application/json'], $body);
     }
 
     /** Run $handler on this claim as Client::work does and return the Outcome. */

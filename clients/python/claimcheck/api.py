@@ -288,6 +288,8 @@ class Client:
         priority: int | None = None,
         max_attempts: int | None = None,
         sha256: bytes | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> dict:
         """Check payload in and enqueue a job of kind for tenant.
 
@@ -299,12 +301,14 @@ class Client:
         have that digest. Returns the answer (Submitted: id, kind, tenant,
         duplicate, ticket_bytes, ticket). Raises APIError: 422
         digest-mismatch, 409 idempotency-conflict, 413 payload-too-large,
-        403 ticket-forbidden (a tenant the token may not act on), …"""
+        403 ticket-forbidden (a tenant the token may not act on), …
+        traceparent (and tracestate), the W3C trace context of the
+        caller's span, make the job join the caller's trace."""
         f, ours = _body_of(payload)
         try:
             f, digest, size, spooled = _measure(f)
             try:
-                headers = {
+                headers = _trace_headers(traceparent, tracestate) | {
                     "Content-Length": str(size),
                     "Content-Digest": content_digest(sha256 if sha256 is not None else digest),
                     "Content-Type": content_type or "application/octet-stream",
@@ -445,9 +449,14 @@ class Client:
         it. Raises APIError."""
         query: list[tuple[str, Any]] = [("kind", kind), ("wait", int(wait))]
         query += [("tenant", t) for t in tenants or []]
-        doc = self._json("POST", "/v1/claims", query=query, headers={"Content-Length": "0"}, body=b"",
-                         timeout=self.timeout + wait)
-        return None if doc is None else Claim(self, doc)
+        with self._request("POST", "/v1/claims", query=query, headers={"Content-Length": "0"}, body=b"",
+                           timeout=self.timeout + wait) as resp:
+            if resp.status == 204:
+                return None
+            c = Claim(self, json.load(resp))
+            c.traceparent = resp.headers.get("traceparent")
+            c.tracestate = resp.headers.get("tracestate")
+            return c
 
     def work(
         self,
@@ -522,6 +531,14 @@ class Claim:
         self.payload: dict = doc["payload"]
         self.lost: APIError | None = None  # set when an extension found the lease gone
         self.extensions = 0  # leases renewed while the handler ran
+        # The job's W3C trace context (the claim's traceparent and
+        # tracestate headers), None when it has none: a handler's spans
+        # continue it, and the lease's calls send it.
+        self.traceparent: str | None = None
+        self.tracestate: str | None = None
+
+    def _headers(self, headers: dict[str, str] | None = None) -> dict[str, str]:
+        return _trace_headers(self.traceparent, self.tracestate) | (headers or {})
 
     def key_id(self) -> str | None:
         """The id of the key that sealed the payload inline (its ticket's
@@ -536,13 +553,13 @@ class Claim:
         """The verified payload as a binary stream; reading to its end
         raises PayloadCorruptError unless the bytes have the claim's
         SHA-256 and size. Close it when done."""
-        resp = self.client._request("GET", self._path("payload"))
+        resp = self.client._request("GET", self._path("payload"), headers=self._headers())
         return self.client._verifying(resp, binascii.unhexlify(self.payload["sha256"]), int(self.payload["size"]))
 
     def extend(self) -> dict:
         """Renew the lease for another lease_seconds; returns the claim
         document. Raises APIError 404 lease-not-found once it ran out."""
-        doc = self.client._json("POST", self._path("extend"), headers={"Content-Length": "0"}, body=b"")
+        doc = self.client._json("POST", self._path("extend"), headers=self._headers({"Content-Length": "0"}), body=b"")
         self.extensions += 1
         self.lease_expires_at = doc.get("lease_expires_at", self.lease_expires_at)
         return doc
@@ -554,15 +571,15 @@ class Claim:
         digest-mismatch, 413 …)."""
         f, ours = _body_of(result)
         if f is None:
-            return self.client._json("POST", self._path("complete"), headers={"Content-Length": "0"}, body=b"")
+            return self.client._json("POST", self._path("complete"), headers=self._headers({"Content-Length": "0"}), body=b"")
         try:
             f, digest, size, spooled = _measure(f)
             try:
-                headers = {
+                headers = self._headers({
                     "Content-Length": str(size),
                     "Content-Digest": content_digest(digest),
                     "Content-Type": content_type or "application/octet-stream",
-                }
+                })
                 return self.client._json("POST", self._path("complete"), headers=headers, body=f)
             finally:
                 if spooled:
@@ -577,7 +594,7 @@ class Claim:
         are kept) is recorded on the job. Returns the Outcome."""
         body = json.dumps({"message": message[:1024], "permanent": bool(permanent)}).encode()
         return self.client._json(
-            "POST", self._path("fail"), headers={"Content-Type": "application/json", "Content-Length": str(len(body))}, body=body
+            "POST", self._path("fail"), headers=self._headers({"Content-Type": "application/json", "Content-Length": str(len(body))}), body=body
         )
 
     def run(self, handler: Callable[["Claim", BinaryIO], Any]) -> dict:
@@ -613,6 +630,13 @@ class Claim:
                     self.lost = e
                     return
                 # Unreachable for a moment: try again at the next tick.
+
+
+def _trace_headers(traceparent: str | None, tracestate: str | None) -> dict[str, str]:
+    """W3C trace context headers: traceparent (and tracestate) when given."""
+    if not traceparent:
+        return {}
+    return {"traceparent": traceparent} | ({"tracestate": tracestate} if tracestate else {})
 
 
 def _copy(r: BinaryIO, out: BinaryIO) -> None:
