@@ -384,13 +384,17 @@ func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResul
 		// once take turns (each waits up to the busy timeout), and the
 		// second finds everything applied. (River deprecates MigrateTx
 		// because some PostgreSQL migrations need their own transactions;
-		// SQLite's do not, and DDL is transactional there.)
+		// SQLite's do not, and DDL is transactional there. Migrate, its
+		// successor, would run each step in a transaction of its own,
+		// with no lock held between reading the applied versions and
+		// applying the rest: TestConcurrentOpen's processes would race.)
 		tx, err := d.db.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: migrate: begin: %w", err)
 		}
 		defer tx.Rollback()
-		rr, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil) //nolint:staticcheck // see above
+		//lint:ignore SA1019 one transaction holds SQLite's write lock across the migrations (see above)
+		rr, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: migrate River schema: %w", err)
 		}

@@ -279,7 +279,7 @@ func (p *Pipeline) observe(ctx context.Context, o Outcome) {
 		p.tel.deadLetters.Add(ctx, 1, metric.WithAttributes(kind, attribute.String("reason", o.Reason)))
 	}
 	if o.Err != nil {
-		_, cause := claimcheck.CauseOf(o.Err)
+		cause, _ := claimcheck.CauseOf(o.Err)
 		switch o.Reason {
 		case claimcheck.ReasonUnavailable, claimcheck.ReasonAccessDenied, claimcheck.ReasonNotVisibleYet:
 			p.tel.storeErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("class", o.Reason), attribute.String("cause", cause)))
