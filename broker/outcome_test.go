@@ -183,13 +183,12 @@ func TestConsumeHoldsWhileInboxDown(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
-		Inbox:       inbox,
-		MaxAttempts: 1,
+		Inbox: inbox,
 		Handlers: map[string]claimcheck.Handler{"once": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
 			runs.Add(1)
 			return nil, nil
 		})},
-		Policy: claimcheck.RetryPolicy{Base: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxWaitDelay: 200 * time.Millisecond, Window: 20 * time.Second},
+		Policy: claimcheck.RetryPolicy{MaxAttempts: 1, Base: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxWaitDelay: 200 * time.Millisecond, Window: 20 * time.Second},
 		OnDone: func(_ *broker.Delivery, o broker.Outcome) {
 			settled = append(settled, o)
 			if o.Action != broker.Retried {

@@ -88,8 +88,8 @@ func setup(t *testing.T, database string, opts *testOpts) *testBundle {
 	cfg := opts.cfg
 	cfg.Database = database
 	cfg.Store = b.store
-	if cfg.RetryBase == 0 {
-		cfg.RetryBase = 10 * time.Millisecond
+	if cfg.Retry.Base == 0 {
+		cfg.Retry.Base = 10 * time.Millisecond
 	}
 	p, err := Open(b.ctx, cfg)
 	if err != nil {

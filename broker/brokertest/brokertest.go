@@ -285,8 +285,8 @@ func testConsume(t *testing.T, tr broker.Transport) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
-			Handlers:    map[string]claimcheck.Handler{"pdf": pdfHandler, "flaky": flakyHandler},
-			MaxAttempts: maxAttempts, Policy: claimcheck.RetryPolicy{Base: 200 * time.Millisecond}, Batch: 4,
+			Handlers: map[string]claimcheck.Handler{"pdf": pdfHandler, "flaky": flakyHandler},
+			Policy:   claimcheck.RetryPolicy{MaxAttempts: maxAttempts, Base: 200 * time.Millisecond}, Batch: 4,
 			OnDone: func(d *broker.Delivery, o broker.Outcome) {
 				mu.Lock()
 				got = append(got, outcome{d, o})
