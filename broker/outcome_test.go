@@ -210,15 +210,7 @@ func publishOne(t *testing.T, ctx context.Context) (*claimcheck.Store, *brokerte
 	t.Helper()
 	store := brokertest.FileStore(t, nil)
 	tr := brokertest.NewFake(64 << 10)
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("a document"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("once", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+	if err := tr.Publish(ctx, []broker.Message{brokertest.Message(t, store, "once", "a document")}); err != nil {
 		t.Fatal(err)
 	}
 	return store, tr

@@ -2,7 +2,6 @@ package brokertest
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,15 +46,7 @@ func LeaseFollows(t *testing.T, tr LeasedTransport, lease, handlerTime time.Dura
 	ec := &extendCounter{LeasedTransport: tr}
 	store := FileStore(t, nil)
 	ctx := t.Context()
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("slow"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("slow", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ec.Publish(ctx, []broker.Message{m}); err != nil {
+	if err := ec.Publish(ctx, []broker.Message{Message(t, store, "slow", "slow")}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

@@ -3,7 +3,6 @@ package natsjs_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,14 +68,7 @@ func TestDeadLetterTermOnTheWire(t *testing.T) {
 	opts = tr.Options()
 	store := brokertest.FileStore(t, nil)
 	ctx := t.Context()
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("poison"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("poison", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := brokertest.Message(t, store, "poison", "poison")
 	m.Attributes[broker.AttrID] = "cc-poison-0001"
 	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
 		t.Fatal(err)
@@ -84,7 +76,7 @@ func TestDeadLetterTermOnTheWire(t *testing.T) {
 	var runs, dead atomic.Int64
 	cctx, cancel := context.WithTimeout(ctx, 4*ackWait+time.Second)
 	defer cancel()
-	err = broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+	err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
 		Handlers: map[string]claimcheck.Handler{"poison": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
 			runs.Add(1)
 			return nil, claimcheck.Permanent(errors.New("poison"))

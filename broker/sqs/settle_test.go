@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,15 +151,7 @@ func TestLeaseHeldForWholeBatchAgainstStandIn(t *testing.T) {
 	ctx := t.Context()
 	var msgs []broker.Message
 	for _, body := range []string{"first", "second"} {
-		tk, err := store.CheckIn(ctx, "acme", strings.NewReader(body), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := broker.NewMessage("slow", tk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, m)
+		msgs = append(msgs, brokertest.Message(t, store, "slow", body))
 	}
 	if err := raw.Publish(ctx, msgs); err != nil {
 		t.Fatal(err)
