@@ -18,6 +18,44 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
+// claimText claims t from store and returns its verified bytes, the steps
+// Example shows one by one.
+func claimText(ctx context.Context, store *claimcheck.Store, t *claimcheck.Ticket) string {
+	p, err := store.Claim(t)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	r, err := p.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return string(b)
+}
+
+// fileStore opens a file store with opts in a new temporary directory,
+// dir; done closes it and removes the directory. ExampleOpenStore shows
+// the steps.
+func fileStore(ctx context.Context, opts *claimcheck.Options) (store *claimcheck.Store, dir string, done func()) {
+	dir, err := os.MkdirTemp("", "claimcheck-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err = claimcheck.OpenStore(ctx, "file://"+dir, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return store, dir, func() {
+		store.Close()
+		os.RemoveAll(dir)
+	}
+}
+
 // ExampleOpenStore opens the file store, a directory used as a bucket: a
 // payload checked in lands under payloads/TENANT/ as one file, named by
 // its content, and the ticket holds its key, size and SHA-256.
@@ -181,16 +219,7 @@ func ExampleStore_Work() {
 		log.Fatal(err)
 	}
 
-	p, err := store.Claim(result)
-	if err != nil {
-		log.Fatal(err)
-	}
-	r, err := p.Open(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	b, _ := io.ReadAll(r)
-	fmt.Println(string(b))
+	fmt.Println(claimText(ctx, store, result))
 	// Output:
 	// MAKE ME LOUD
 }
@@ -255,11 +284,6 @@ func ExampleCauseOf() {
 // the object at rest is sealed and names the key id, and a claim opens it.
 func ExampleStore_SealedKey() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "claimcheck-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
 	key, err := localsecrets.NewRandomKey()
 	if err != nil {
 		log.Fatal(err)
@@ -268,11 +292,8 @@ func ExampleStore_SealedKey() {
 	defer keeper.Close()
 
 	id := claimcheck.LocalKeyID(key[:]) // identifies the key without revealing it
-	store, err := claimcheck.OpenStore(ctx, "file://"+dir, &claimcheck.Options{Keeper: keeper, KeeperID: id, AlwaysOffload: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
+	store, _, done := fileStore(ctx, &claimcheck.Options{Keeper: keeper, KeeperID: id, AlwaysOffload: true})
+	defer done()
 	ticket, err := store.CheckIn(ctx, "acme", strings.NewReader("secret plans"), nil)
 	if err != nil {
 		log.Fatal(err)
@@ -283,16 +304,7 @@ func ExampleStore_SealedKey() {
 	}
 	fmt.Println("sealed:", sealed, "under our key:", keyID == id)
 
-	p, err := store.Claim(ticket)
-	if err != nil {
-		log.Fatal(err)
-	}
-	r, err := p.Open(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	b, _ := io.ReadAll(r)
-	fmt.Println(string(b))
+	fmt.Println(claimText(ctx, store, ticket))
 	// Output:
 	// sealed: true under our key: true
 	// secret plans
@@ -313,16 +325,8 @@ func ExampleRetryWindow() {
 // failure, so the job is dead-lettered at once rather than retried.
 func ExampleStore_Claim_missing() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "claimcheck-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	store, err := claimcheck.OpenStore(ctx, "file://"+dir, &claimcheck.Options{AlwaysOffload: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
+	store, dir, done := fileStore(ctx, &claimcheck.Options{AlwaysOffload: true})
+	defer done()
 	ticket, err := store.CheckIn(ctx, "acme", strings.NewReader("short-lived"), nil)
 	if err != nil {
 		log.Fatal(err)
