@@ -290,7 +290,7 @@ var ErrUnknownKind = errors.New("no handler for kind")
 //   - success acks the delivery; the result ticket is passed to OnDone;
 //   - a permanent error (claimcheck.IsPermanent) dead-letters the delivery
 //     on this attempt with reason claimcheck.Reason(err);
-//   - any other error is retried after RetryBase·2^(attempt-1) until
+//   - any other error is retried after Policy.Base·2^(attempt-1) until
 //     attempt MaxAttempts, then dead-lettered with its reason.
 //
 // From its receipt until it is settled, each delivery's lease is extended

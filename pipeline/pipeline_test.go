@@ -59,7 +59,7 @@ type testOpts struct {
 	// store options; SpoolDir is set to a fresh directory.
 	store claimcheck.Options
 	// cfg is the pipeline's configuration; Store is filled in, Database
-	// when empty, and RetryBase defaults to 10ms.
+	// when empty, and Retry.Base defaults to 10ms.
 	cfg Config
 }
 

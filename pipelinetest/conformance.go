@@ -35,7 +35,7 @@ const (
 // RunConformance runs the conformance suite. newConfig returns, for one
 // test, a Config whose Database is a fresh, empty database no other test
 // uses (SQLiteDatabase, PostgresDatabase); the suite sets Store, and
-// MaxAttempts and RetryBase where a test needs them. Subtests run in
+// Retry.MaxAttempts and Retry.Base where a test needs them. Subtests run in
 // parallel.
 //
 // It covers: enqueue and work (offloaded and inline payloads, results read
