@@ -78,7 +78,7 @@ func assertCause(t *testing.T, what string, err, cause error, want ...string) {
 			t.Errorf("%s: %v: errors.Is(err, %q) = %v", what, err, c, got)
 		}
 	}
-	if c, desc := claimcheck.CauseOf(err); c != cause || desc == "" {
+	if desc, c := claimcheck.CauseOf(err); c != cause || desc == "" {
 		t.Errorf("%s: CauseOf = %v, %q; want %v", what, c, desc, cause)
 	}
 	for _, w := range want {

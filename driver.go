@@ -75,17 +75,17 @@ type Upload struct {
 
 // StoreCauseError is implemented by errors of a StoreDriver's bucket (at
 // any depth of the chain) whose cause the driver can name beyond
-// gcerrors' codes. StoreCause returns the cause, one of ErrNoBucket,
-// ErrWrongRegion, ErrArchived or the network causes (ErrDNS, ...), and a
-// phrase describing it that may name the bucket, the endpoint and the fix,
-// never an object key or credentials. The store reports such an error as
+// gcerrors' codes. StoreCause returns a phrase describing the cause that
+// may name the bucket, the endpoint and the fix, never an object key or
+// credentials, and the cause, one of ErrNoBucket, ErrWrongRegion,
+// ErrArchived or the network causes (ErrDNS, ...). The store reports such an error as
 // ErrUnavailable (a job waits while an operator fixes it; never
 // ErrPayloadMissing) with that phrase, and as ErrConfig at start-up for
 // ErrNoBucket and ErrWrongRegion (Store.CheckBucket). A driver should also
 // keep gcerrors.Code from reading such an error as NotFound.
 type StoreCauseError interface {
 	error
-	StoreCause() (cause error, description string)
+	StoreCause() (description string, cause error)
 }
 
 // BucketChecker is implemented by StoreHooks that can tell whether the

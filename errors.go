@@ -285,7 +285,7 @@ func fileError(what string, err error) error {
 }
 
 func (e *classError) Error() string {
-	_, why := causeOf(e.cause)
+	why, _ := causeOf(e.cause)
 	if e.local {
 		if why == "" {
 			why = pathErrNoName(e.cause).Error()
@@ -303,7 +303,7 @@ func (e *classError) Is(target error) bool {
 	if target == e.class {
 		return true
 	}
-	c, _ := causeOf(e.cause)
+	_, c := causeOf(e.cause)
 	return c != nil && target == c
 }
 
@@ -325,7 +325,7 @@ type causedError struct {
 }
 
 func (e *causedError) Error() string {
-	if _, why := causeOf(e.err); why != "" {
+	if why, _ := causeOf(e.err); why != "" {
 		return fmt.Sprintf("%s: %v: %s: %v", e.msg, e.class, why, e.err)
 	}
 	return fmt.Sprintf("%s: %v: %v", e.msg, e.class, e.err)
@@ -335,7 +335,7 @@ func (e *causedError) Is(target error) bool {
 	if target == e.class {
 		return true
 	}
-	c, _ := causeOf(e.err)
+	_, c := causeOf(e.err)
 	return c != nil && target == c
 }
 
@@ -358,16 +358,17 @@ func Unavailable(what string, err error) error {
 	return causeError(ErrUnavailable, what, err)
 }
 
-// CauseOf returns the cause of err (ErrNoSpace, ErrConnRefused, ErrDNS,
-// ErrTLS, ErrTimeout, ErrNoBucket, ErrWrongRegion, ErrArchived or
-// ErrNoCredentials) and a phrase that describes it, naming the
+// CauseOf returns a phrase that describes the cause of err, naming the
 // endpoint (host:port) of a network failure and never a path or object
-// key; nil and "" when err's chain tells none.
-func CauseOf(err error) (cause error, description string) { return causeOf(err) }
+// key, and the cause itself (ErrNoSpace, ErrConnRefused, ErrDNS, ErrTLS,
+// ErrTimeout, ErrNoBucket, ErrWrongRegion, ErrArchived or
+// ErrNoCredentials; nil for a described failure of no such class); "" and
+// nil when err's chain tells none.
+func CauseOf(err error) (description string, cause error) { return causeOf(err) }
 
-func causeOf(err error) (error, string) {
+func causeOf(err error) (string, error) {
 	if err == nil {
-		return nil, ""
+		return "", nil
 	}
 	ep := endpointOf(err)
 	at := func(prep string) string { // " by host:port"
@@ -383,56 +384,56 @@ func causeOf(err error) (error, string) {
 		sc    StoreCauseError
 	)
 	if errors.As(err, &sc) {
-		if c, why := sc.StoreCause(); c != nil {
-			return c, why
+		if why, c := sc.StoreCause(); c != nil {
+			return why, c
 		}
 	}
 	switch {
 	case errors.Is(err, syscall.ENOSPC):
-		return ErrNoSpace, "no space left on device"
+		return "no space left on device", ErrNoSpace
 	case errors.Is(err, syscall.EDQUOT):
-		return ErrNoSpace, "no space left on device (disk quota exceeded)"
+		return "no space left on device (disk quota exceeded)", ErrNoSpace
 	case errors.As(err, &dns):
 		why := dns.Err
 		if dns.IsNotFound {
 			why = "no such host"
 		}
-		return ErrDNS, fmt.Sprintf("DNS failure: cannot resolve %s: %s", dns.Name, why)
+		return fmt.Sprintf("DNS failure: cannot resolve %s: %s", dns.Name, why), ErrDNS
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return ErrConnRefused, "connection refused" + at("by")
+		return "connection refused" + at("by"), ErrConnRefused
 	case errors.As(err, &bound):
-		return ErrTimeout, fmt.Sprintf("timed out: %s did not answer within %v", bound.what, bound.after)
+		return fmt.Sprintf("timed out: %s did not answer within %v", bound.what, bound.after), ErrTimeout
 	case errors.As(err, &stall):
-		return ErrTimeout, fmt.Sprintf("timed out: no progress on the connection to %s for %v (stalled %s)", stall.Addr, stall.After, stall.Op)
+		return fmt.Sprintf("timed out: no progress on the connection to %s for %v (stalled %s)", stall.Addr, stall.After, stall.Op), ErrTimeout
 	}
 	if why := tlsFailure(err); why != "" {
-		return ErrTLS, "TLS failure" + at("with") + ": " + why
+		return "TLS failure" + at("with") + ": " + why, ErrTLS
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, context.DeadlineExceeded) {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return ErrTimeout, "timed out connecting" + at("to")
+			return "timed out connecting" + at("to"), ErrTimeout
 		}
-		return ErrTimeout, "timed out" + at("waiting for")
+		return "timed out" + at("waiting for"), ErrTimeout
 	}
 	switch {
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return nil, "connection reset" + at("by")
+		return "connection reset" + at("by"), nil
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return nil, "no route to host" + at("to")
+		return "no route to host" + at("to"), nil
 	case errors.Is(err, syscall.EROFS):
-		return nil, "read-only file system"
+		return "read-only file system", nil
 	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && ep != "":
-		return nil, "connection closed" + at("by") + " before it answered"
+		return "connection closed" + at("by") + " before it answered", nil
 	}
 	// Any other failure of an HTTP request: the transport's own words (its
 	// *url.Error's, whose URL, which names the object key, is left out).
 	var ue *url.Error
 	if errors.As(err, &ue) && ep != "" && ue.Err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return nil, "request to " + ep + " failed: " + ue.Err.Error()
+		return "request to " + ep + " failed: " + ue.Err.Error(), nil
 	}
-	return nil, ""
+	return "", nil
 }
 
 // callTimeout is a call cut by claimcheck's own bound on it (a keeper

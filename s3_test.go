@@ -35,6 +35,7 @@ import (
 	"gocloud.dev/blob/s3blob"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 	"github.com/claimcheck/claimcheck/storetest"
 )
 
@@ -53,12 +54,7 @@ type s3Bundle struct {
 
 func s3URL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv(s3URLEnv)
-	if u == "" {
-		t.Skip(s3URLEnv + " is not set, so there is no S3 server to test against: " +
-			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-	}
-	return u
+	return testenv.Require(t, s3URLEnv, `scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
 }
 
 func setupS3(t *testing.T, opts *claimcheck.Options) *s3Bundle {

@@ -47,7 +47,7 @@ const (
 	AttrJob = "claimcheck-job"
 	// AttrMaxAttempts is the producer's limit on attempts (decimal), set
 	// by the relay from the outbox entry; Consume applies it instead of
-	// ConsumeOptions.MaxAttempts.
+	// ConsumeOptions.Policy.MaxAttempts.
 	AttrMaxAttempts = "claimcheck-max-attempts"
 	// AttrPriority is the job's priority (decimal, 2 to 4; absent means 1,
 	// the highest), set by the relay from the outbox entry. A transport

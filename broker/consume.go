@@ -12,7 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -58,7 +58,7 @@ type Outcome struct {
 	// MaxAttempts is compared with.
 	Attempt int
 	// MaxAttempts is the limit applied: the message's AttrMaxAttempts, or
-	// ConsumeOptions.MaxAttempts.
+	// ConsumeOptions.Policy.MaxAttempts.
 	MaxAttempts int
 	// Ticket is the ticket the delivery carried (for an AWS pointer, the
 	// ticket it was claimed with), nil if the body was not recognised.
@@ -179,12 +179,10 @@ type Releaser interface {
 type ConsumeOptions struct {
 	// Handlers maps each kind to its handler. Required, non-empty.
 	Handlers map[string]claimcheck.Handler
-	// MaxAttempts is the number of attempts before a transient failure is
-	// dead-lettered, for messages without AttrMaxAttempts. Default
-	// Policy.MaxAttempts.
-	MaxAttempts int
 	// Policy is the retry policy, the job pipeline's: transient failures
-	// are retried with its backoff (Transport.Retry) up to MaxAttempts;
+	// are retried with its backoff (Transport.Retry) up to
+	// Policy.MaxAttempts (for messages without AttrMaxAttempts; default
+	// claimcheck.DefaultMaxAttempts), then dead-lettered;
 	// unavailable infrastructure (store, keeper, the inbox's database) is
 	// retried in place, the delivery held and its lease extended, so that
 	// no attempt is spent, for the policy's Window. The zero value is the
@@ -295,7 +293,7 @@ var ErrUnknownKind = errors.New("no handler for kind")
 //   - success acks the delivery; the result ticket is passed to OnDone;
 //   - a permanent error (claimcheck.IsPermanent) dead-letters the delivery
 //     on this attempt with reason claimcheck.Reason(err);
-//   - any other error is retried after RetryBase·2^(attempt-1) until
+//   - any other error is retried after Policy.Base·2^(attempt-1) until
 //     attempt MaxAttempts, then dead-lettered with its reason.
 //
 // From its receipt until it is settled, each delivery's lease is extended
@@ -321,9 +319,6 @@ func Consume(ctx context.Context, tr Transport, store *claimcheck.Store, opts Co
 	}
 	opts.Policy = opts.Policy.WithDefaults()
 	opts.system = System(tr)
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = opts.Policy.MaxAttempts
-	}
 	if opts.Batch <= 0 {
 		opts.Batch = 10
 	}
@@ -661,7 +656,7 @@ func servesTenant(store *claimcheck.Store, d *Delivery) bool {
 func outcomeOf(queue string, opts ConsumeOptions, d *Delivery) Outcome {
 	o := Outcome{ID: MessageKey(d), Queue: queue, Delivery: d.ID, Attempt: d.Attempt}
 	o.Job, _ = strconv.ParseInt(d.Attributes[AttrJob], 10, 64)
-	o.MaxAttempts = opts.MaxAttempts
+	o.MaxAttempts = opts.Policy.MaxAttempts
 	if n, err := strconv.Atoi(d.Attributes[AttrMaxAttempts]); err == nil && n > 0 {
 		o.MaxAttempts = n
 	}

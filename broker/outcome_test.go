@@ -183,13 +183,12 @@ func TestConsumeHoldsWhileInboxDown(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
-		Inbox:       inbox,
-		MaxAttempts: 1,
+		Inbox: inbox,
 		Handlers: map[string]claimcheck.Handler{"once": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
 			runs.Add(1)
 			return nil, nil
 		})},
-		Policy: claimcheck.RetryPolicy{Base: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxWaitDelay: 200 * time.Millisecond, Window: 20 * time.Second},
+		Policy: claimcheck.RetryPolicy{MaxAttempts: 1, Base: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxWaitDelay: 200 * time.Millisecond, Window: 20 * time.Second},
 		OnDone: func(_ *broker.Delivery, o broker.Outcome) {
 			settled = append(settled, o)
 			if o.Action != broker.Retried {
@@ -211,15 +210,7 @@ func publishOne(t *testing.T, ctx context.Context) (*claimcheck.Store, *brokerte
 	t.Helper()
 	store := brokertest.FileStore(t, nil)
 	tr := brokertest.NewFake(64 << 10)
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("a document"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("once", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
+	if err := tr.Publish(ctx, []broker.Message{brokertest.Message(t, store, "once", "a document")}); err != nil {
 		t.Fatal(err)
 	}
 	return store, tr

@@ -43,15 +43,10 @@ func need(t *testing.T, c *client) {
 	}
 }
 
-// run runs the interpreter with args in the client's directory, the
-// server's URL in CLAIMCHECK_API_URL, and returns stdout and stderr
-// together; a non-zero exit fails t.
-func (c *client) run(t *testing.T, srv string, args ...string) string {
-	t.Helper()
-	return c.runEnv(t, srv, nil, args...)
-}
-
-// runEnv is run with env (NAME=VALUE) added to the environment.
+// runEnv runs the interpreter with args in the client's directory, the
+// server's URL in CLAIMCHECK_API_URL and env (NAME=VALUE) added to the
+// environment, and returns stdout and stderr together; a non-zero exit
+// fails t.
 func (c *client) runEnv(t *testing.T, srv string, env []string, args ...string) string {
 	t.Helper()
 	stdout, stderr, err := c.exec(t, srv, env, args...)

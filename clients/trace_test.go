@@ -39,11 +39,11 @@ func TestClientsTrace(t *testing.T) {
 			traceID, parent := hex.EncodeToString(id[:16]), hex.EncodeToString(id[16:])
 			traceparent := "00-" + traceID + "-" + parent + "-01"
 
-			out := py.run(t, url, "-c", `import sys
+			out := py.runEnv(t, url, nil, "-c", `import sys
 from claimcheck import Client
 print(Client().submit(b"traced payload", "traced", "acme", traceparent=sys.argv[1])["id"])`, traceparent)
 			t.Logf("Python producer: job %s, sent traceparent %s", strings.TrimSpace(out), traceparent)
-			out = js.run(t, url, "--input-type=module", "-e", `import { Client } from './index.js';
+			out = js.runEnv(t, url, nil, "--input-type=module", "-e", `import { Client } from './index.js';
 const c = await new Client().claim('traced', { wait: 30 });
 if (!c) throw new Error('no claim');
 const outcome = await c.complete(Buffer.from('traced result'));
@@ -97,7 +97,7 @@ console.log(JSON.stringify({ traceparent: c.traceparent, outcome }));`)
 				// is the one it submitted with.
 				rand.Read(id[:])
 				traceID = hex.EncodeToString(id[:16])
-				out := strings.TrimSpace(php.run(t, url, "-r", `require 'src/ClaimCheck.php';
+				out := strings.TrimSpace(php.runEnv(t, url, nil, "-r", `require 'src/ClaimCheck.php';
 $c = new ClaimCheck\Client();
 $c->submit('php traced', 'traced', 'acme', traceparent: $argv[1]);
 $cl = $c->claim('traced', [], 30);

@@ -222,7 +222,8 @@ func filterPrefix(r types.LifecycleRule) (prefix string, tagged bool) {
 		}
 		return "", false // an empty or size-only filter: every key
 	}
-	return deref(r.Prefix), false // the deprecated top-level Prefix
+	//lint:ignore SA1019 a rule written with the top-level Prefix (by another tool) still applies to it
+	return deref(r.Prefix), false
 }
 
 // sameRule reports whether an installed rule of ours already is want: same

@@ -632,7 +632,8 @@ func evaluateExpiry(rules []types.LifecycleRule, prefix string, need int) expiry
 func ruleFilter(r types.LifecycleRule) (prefix string, tagged, sized bool) {
 	f := r.Filter
 	if f == nil {
-		return aws.ToString(r.Prefix), false, false // the deprecated top-level Prefix
+		//lint:ignore SA1019 a rule written with the top-level Prefix (by another tool) still applies to it
+		return aws.ToString(r.Prefix), false, false
 	}
 	switch {
 	case f.And != nil:

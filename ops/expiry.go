@@ -115,7 +115,7 @@ func lifecycleErrText(err error) string {
 		}
 		return ae.ErrorCode()
 	}
-	if _, why := claimcheck.CauseOf(err); why != "" {
+	if why, _ := claimcheck.CauseOf(err); why != "" {
 		return why
 	}
 	return fmt.Sprintf("store code %v", gcerrors.Code(err))

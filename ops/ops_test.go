@@ -34,6 +34,7 @@ func TestEvaluateExpiry(t *testing.T) {
 		Transitions: []types.Transition{{Days: aws.Int32(5), StorageClass: types.TransitionStorageClassGlacier}}}
 	dated := types.LifecycleRule{ID: aws.String("dated"), Status: types.ExpirationStatusEnabled,
 		Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")}, Expiration: &types.LifecycleExpiration{Date: aws.Time(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))}}
+	//lint:ignore SA1019 the test writes a rule as older tools did, with the top-level Prefix
 	legacy := types.LifecycleRule{ID: aws.String("legacy"), Status: types.ExpirationStatusEnabled, Prefix: aws.String("pay"),
 		Expiration: &types.LifecycleExpiration{Days: aws.Int32(30)}}
 	for _, tc := range []struct {

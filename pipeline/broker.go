@@ -45,7 +45,7 @@ type BrokerSource struct {
 	Until func(ctx context.Context) (bool, error)
 	// Consume holds the consumer's own options (DefaultKind,
 	// PointerBucket, AdoptTenant, Batch, Lease); Work sets its Handlers,
-	// MaxAttempts, Policy, Inbox, Drain, OnDone and OnError.
+	// Policy (Config.Retry), Inbox, Drain, OnDone and OnError.
 	Consume broker.ConsumeOptions
 	// DeleteOnAck deletes a payload's object once its message is
 	// acknowledged and no other reference is left (Pipeline.Release).
@@ -97,7 +97,7 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 	}
 	var inflight sync.Map // delivery ID → description, for the drain's messages
 	co := src.Consume
-	co.Handlers, co.MaxAttempts, co.Policy, co.Inbox = opts.Handlers, p.cfg.MaxAttempts, p.cfg.Retry, p.Inbox()
+	co.Handlers, co.Policy, co.Inbox = opts.Handlers, p.cfg.Retry, p.Inbox()
 	if src.DeleteOnAck {
 		co.DeleteOnAck = p
 	}

@@ -19,7 +19,7 @@ import (
 // transient failure's backoff, here about a second, far beyond Idle) is
 // still to come back: it waits, works it again, and only then returns.
 func TestWorkBrokerUntilEmptyWaitsForRetries(t *testing.T) {
-	b := setup(t, dbtest.SQLite(t), &testOpts{cfg: Config{RetryBase: time.Second}})
+	b := setup(t, dbtest.SQLite(t), &testOpts{cfg: Config{Retry: claimcheck.RetryPolicy{Base: time.Second}}})
 	tr := brokertest.NewFake(1 << 20)
 	tk, err := b.store.CheckIn(b.ctx, "acme", strings.NewReader("retried once"), nil)
 	if err != nil {

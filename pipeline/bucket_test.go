@@ -71,7 +71,7 @@ func TestBucketRemovedJobsWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		p, err := Open(ctx, Config{Database: filepath.Join(dir, tc.name+".db"), Store: st, RetryBase: 10 * time.Millisecond})
+		p, err := Open(ctx, Config{Database: filepath.Join(dir, tc.name+".db"), Store: st, Retry: claimcheck.RetryPolicy{Base: 10 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestChaosPostgresKilledBroker(t *testing.T) {
 		jobs  = 100
 		kills = 5
 	)
-	b := setup(t, pg.URL(), &testOpts{cfg: Config{RetryBase: 100 * time.Millisecond, MaxConns: 20,
+	b := setup(t, pg.URL(), &testOpts{cfg: Config{MaxConns: 20,
 		Retry: claimcheck.RetryPolicy{Base: 100 * time.Millisecond, MaxDelay: 2 * time.Second, Window: 10 * time.Second}}})
 	queue := "chaos-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	tr, err := rabbitmq.Open(b.ctx, amqpURL, rabbitmq.Options{Queue: queue})

@@ -100,7 +100,7 @@ func TestChaosPostgresKilled(t *testing.T) {
 		lease = 4 * time.Second
 		kills = 5
 	)
-	b := setup(t, pg.URL(), &testOpts{cfg: Config{Lease: lease, RetryBase: 100 * time.Millisecond, MaxConns: 20}})
+	b := setup(t, pg.URL(), &testOpts{cfg: Config{Lease: lease, Retry: claimcheck.RetryPolicy{Base: 100 * time.Millisecond}, MaxConns: 20}})
 	ids := make([]int64, 0, jobs)
 	for i := range jobs {
 		res, err := b.p.Enqueue(b.ctx, "chaos", "acme", bytes.NewReader([]byte("payload "+strconv.Itoa(i))), nil)

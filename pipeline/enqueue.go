@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"

@@ -57,16 +57,36 @@ type MigrateResult struct {
 // is created, in each dialect's DDL, when it does not exist. The DML that
 // uses the registry is portable ($N placeholders, ON CONFLICT DO NOTHING).
 type registryStep struct {
-	name   string
-	table  string // the step creates this table…
-	index  string // …or this index
-	sqlite string
-	pg     string
+	name  string
+	table string // the step creates this table…
+	index string // …or this index
+	// sql creates the object: one statement for both dialects, written
+	// with PostgreSQL's column types (registryStep.ddl).
+	sql string
 	// then, if set, runs after the object is created (portable DML);
 	// thenSQLite and thenPG, if set, after it, in their dialect alone.
 	then       string
 	thenSQLite string
 	thenPG     string
+}
+
+// ddl is the step's statement in dialect: sql as written on PostgreSQL;
+// on SQLite with TIMESTAMPTZ read as TIMESTAMP, the type the registry's
+// time columns always had there (registrySchema). The rest of the DDL is
+// the same in both.
+func (st registryStep) ddl(dialect dbopen.Dialect) string {
+	if dialect == dbopen.Postgres {
+		return st.sql
+	}
+	return strings.ReplaceAll(st.sql, "TIMESTAMPTZ", "TIMESTAMP")
+}
+
+// thenIn is the step's DML for dialect alone (thenSQLite or thenPG).
+func (st registryStep) thenIn(dialect dbopen.Dialect) string {
+	if dialect == dbopen.Postgres {
+		return st.thenPG
+	}
+	return st.thenSQLite
 }
 
 // registrySchema is the claims registry: one row per object a job refers
@@ -83,17 +103,7 @@ var registrySchema = []registryStep{
 	{
 		name:  "create table claimcheck_claim",
 		table: "claimcheck_claim",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_claim (
-		job_id     BIGINT NOT NULL,
-		role       TEXT   NOT NULL,
-		object_key TEXT   NOT NULL,
-		sha256     TEXT   NOT NULL,
-		size       BIGINT NOT NULL,
-		tenant     TEXT   NOT NULL,
-		created_at TIMESTAMP NOT NULL,
-		PRIMARY KEY (job_id, role, object_key)
-	)`,
-		pg: `CREATE TABLE IF NOT EXISTS claimcheck_claim (
+		sql: `CREATE TABLE IF NOT EXISTS claimcheck_claim (
 		job_id     BIGINT NOT NULL,
 		role       TEXT   NOT NULL,
 		object_key TEXT   NOT NULL,
@@ -105,29 +115,16 @@ var registrySchema = []registryStep{
 	)`,
 	},
 	{
-		name:   "create index claimcheck_claim_object_key",
-		index:  "claimcheck_claim_object_key",
-		sqlite: `CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
-		pg:     `CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
+		name:  "create index claimcheck_claim_object_key",
+		index: "claimcheck_claim_object_key",
+		sql:   `CREATE INDEX IF NOT EXISTS claimcheck_claim_object_key ON claimcheck_claim (object_key)`,
 	},
 	{
 		// The broker consumers' inbox (Pipeline.Inbox): the latest outcome
 		// per message id, so a message delivered twice is processed once.
 		name:  "create table claimcheck_inbox",
 		table: "claimcheck_inbox",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_inbox (
-		message_id TEXT    NOT NULL PRIMARY KEY,
-		job_id     BIGINT  NOT NULL,
-		kind       TEXT    NOT NULL,
-		tenant     TEXT    NOT NULL,
-		action     TEXT    NOT NULL,
-		attempt    INTEGER NOT NULL,
-		reason     TEXT    NOT NULL,
-		error      TEXT    NOT NULL,
-		result     TEXT,
-		updated_at TIMESTAMP NOT NULL
-	)`,
-		pg: `CREATE TABLE IF NOT EXISTS claimcheck_inbox (
+		sql: `CREATE TABLE IF NOT EXISTS claimcheck_inbox (
 		message_id TEXT    NOT NULL PRIMARY KEY,
 		job_id     BIGINT  NOT NULL,
 		kind       TEXT    NOT NULL,
@@ -147,21 +144,7 @@ var registrySchema = []registryStep{
 		// move over with the queue "" (transports that name no queue).
 		name:  "create table claimcheck_consumed",
 		table: "claimcheck_consumed",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_consumed (
-		message_id TEXT    NOT NULL,
-		queue      TEXT    NOT NULL,
-		job_id     BIGINT  NOT NULL,
-		kind       TEXT    NOT NULL,
-		tenant     TEXT    NOT NULL,
-		action     TEXT    NOT NULL,
-		attempt    INTEGER NOT NULL,
-		reason     TEXT    NOT NULL,
-		error      TEXT    NOT NULL,
-		result     TEXT,
-		updated_at TIMESTAMP NOT NULL,
-		PRIMARY KEY (message_id, queue)
-	)`,
-		pg: `CREATE TABLE IF NOT EXISTS claimcheck_consumed (
+		sql: `CREATE TABLE IF NOT EXISTS claimcheck_consumed (
 		message_id TEXT    NOT NULL,
 		queue      TEXT    NOT NULL,
 		job_id     BIGINT  NOT NULL,
@@ -179,10 +162,9 @@ var registrySchema = []registryStep{
 		SELECT message_id, '', job_id, kind, tenant, action, attempt, reason, error, result, updated_at FROM claimcheck_inbox`,
 	},
 	{
-		name:   "create index claimcheck_consumed_job_id",
-		index:  "claimcheck_consumed_job_id",
-		sqlite: `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
-		pg:     `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
+		name:  "create index claimcheck_consumed_job_id",
+		index: "claimcheck_consumed_job_id",
+		sql:   `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
 	},
 	{
 		// Check-in intents (internal/registry): committed before a check-in
@@ -190,14 +172,7 @@ var registrySchema = []registryStep{
 		// writes its registry row. recorded_ms is the database's clock.
 		name:  "create table claimcheck_intent",
 		table: "claimcheck_intent",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_intent (
-		object_key  TEXT   NOT NULL,
-		ticket_ns   BIGINT NOT NULL,
-		tenant      TEXT   NOT NULL,
-		recorded_ms BIGINT NOT NULL,
-		PRIMARY KEY (object_key, ticket_ns)
-	)`,
-		pg: `CREATE TABLE IF NOT EXISTS claimcheck_intent (
+		sql: `CREATE TABLE IF NOT EXISTS claimcheck_intent (
 		object_key  TEXT   NOT NULL,
 		ticket_ns   BIGINT NOT NULL,
 		tenant      TEXT   NOT NULL,
@@ -208,10 +183,9 @@ var registrySchema = []registryStep{
 	{
 		// The job database's identity and the store namespaces it owns
 		// (namespace.go): name → value.
-		name:   "create table claimcheck_meta",
-		table:  "claimcheck_meta",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
-		pg:     `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
+		name:  "create table claimcheck_meta",
+		table: "claimcheck_meta",
+		sql:   `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,
 	},
 	{
 		// The broker consumers' releases (Pipeline.Inbox): per message and
@@ -220,14 +194,7 @@ var registrySchema = []registryStep{
 		// unworked; they spend no attempt (broker.Released).
 		name:  "create table claimcheck_released",
 		table: "claimcheck_released",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_released (
-		message_id  TEXT    NOT NULL,
-		queue       TEXT    NOT NULL,
-		delivery_id TEXT    NOT NULL,
-		released    INTEGER NOT NULL,
-		PRIMARY KEY (message_id, queue)
-	)`,
-		pg: `CREATE TABLE IF NOT EXISTS claimcheck_released (
+		sql: `CREATE TABLE IF NOT EXISTS claimcheck_released (
 		message_id  TEXT    NOT NULL,
 		queue       TEXT    NOT NULL,
 		delivery_id TEXT    NOT NULL,
@@ -242,15 +209,7 @@ var registrySchema = []registryStep{
 		// the epoch; revoked_ms is NULL while the token is live.
 		name:  "create table claimcheck_token",
 		table: "claimcheck_token",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_token (
-		id           TEXT   NOT NULL PRIMARY KEY,
-		name         TEXT   NOT NULL,
-		token_sha256 TEXT   NOT NULL UNIQUE,
-		tenants      TEXT   NOT NULL,
-		created_ms   BIGINT NOT NULL,
-		revoked_ms   BIGINT
-	)`,
-		pg: `CREATE TABLE IF NOT EXISTS claimcheck_token (
+		sql: `CREATE TABLE IF NOT EXISTS claimcheck_token (
 		id           TEXT   NOT NULL PRIMARY KEY,
 		name         TEXT   NOT NULL,
 		token_sha256 TEXT   NOT NULL UNIQUE,
@@ -266,10 +225,9 @@ var registrySchema = []registryStep{
 		// refused a new one (docs/invariants.md). A database that already
 		// holds jobs with sealed inline payloads or results, from before
 		// keys were recorded, gets the id "(unrecorded)".
-		name:   "create table claimcheck_key",
-		table:  "claimcheck_key",
-		sqlite: `CREATE TABLE IF NOT EXISTS claimcheck_key (key_id TEXT NOT NULL PRIMARY KEY, first_sealed TIMESTAMP NOT NULL)`,
-		pg:     `CREATE TABLE IF NOT EXISTS claimcheck_key (key_id TEXT NOT NULL PRIMARY KEY, first_sealed TIMESTAMPTZ NOT NULL)`,
+		name:  "create table claimcheck_key",
+		table: "claimcheck_key",
+		sql:   `CREATE TABLE IF NOT EXISTS claimcheck_key (key_id TEXT NOT NULL PRIMARY KEY, first_sealed TIMESTAMPTZ NOT NULL)`,
 		thenSQLite: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + unrecordedKeyID + `', CURRENT_TIMESTAMP
 		WHERE EXISTS (SELECT 1 FROM river_job WHERE ` + sealedJobsSQLite + `) ON CONFLICT DO NOTHING`,
 		thenPG: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + unrecordedKeyID + `', CURRENT_TIMESTAMP
@@ -384,13 +342,17 @@ func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResul
 		// once take turns (each waits up to the busy timeout), and the
 		// second finds everything applied. (River deprecates MigrateTx
 		// because some PostgreSQL migrations need their own transactions;
-		// SQLite's do not, and DDL is transactional there.)
+		// SQLite's do not, and DDL is transactional there. Migrate, its
+		// successor, would run each step in a transaction of its own,
+		// with no lock held between reading the applied versions and
+		// applying the rest: TestConcurrentOpen's processes would race.)
 		tx, err := d.db.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: migrate: begin: %w", err)
 		}
 		defer tx.Rollback()
-		rr, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil) //nolint:staticcheck // see above
+		//lint:ignore SA1019 one transaction holds SQLite's write lock across the migrations (see above)
+		rr, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: migrate River schema: %w", err)
 		}
@@ -441,19 +403,11 @@ func (d *jobDB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, 
 	}
 	for _, i := range missing {
 		step := registrySchema[i]
-		stmt := step.sqlite
-		if d.target.Dialect == dbopen.Postgres {
-			stmt = step.pg
-		}
 		start := time.Now()
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
+		if _, err := db.ExecContext(ctx, step.ddl(d.target.Dialect)); err != nil {
 			return fmt.Errorf("pipeline: migrate claims registry (%s): %w", step.name, err)
 		}
-		then := step.thenSQLite
-		if d.target.Dialect == dbopen.Postgres {
-			then = step.thenPG
-		}
-		for _, stmt := range []string{step.then, then} {
+		for _, stmt := range []string{step.then, step.thenIn(d.target.Dialect)} {
 			if stmt == "" {
 				continue
 			}

@@ -145,9 +145,6 @@ type Config struct {
 	// others' jobs in their queues for workers that have those stores
 	// (StoreQueue). Optional; the Pipeline does not close them.
 	Stores []*claimcheck.Store
-	// MaxAttempts of a job that fails transiently, before it is discarded
-	// (dead). Default DefaultMaxAttempts.
-	MaxAttempts int
 	// JobTimeout is how long one attempt may run. Default DefaultJobTimeout.
 	JobTimeout time.Duration
 	// DeadLetterRetention is how long dead jobs are kept before River prunes
@@ -157,14 +154,15 @@ type Config struct {
 	// inline threshold must fit (ErrConfig otherwise). Default
 	// DefaultMaxMessageSize.
 	MaxMessageSize int64
-	// RetryBase is the first retry's delay. Default DefaultRetryBase.
-	RetryBase time.Duration
 	// Lease is how long a running job stays with its worker after the last
 	// renewal; see DefaultLease. Default DefaultLease.
 	Lease time.Duration
-	// Retry is the retry policy; its MaxAttempts and Base are taken from
-	// MaxAttempts and RetryBase, its Window defaults to
-	// claimcheck.RetryWindow(MaxAttempts, JobTimeout, Lease).
+	// Retry is the retry policy: Retry.MaxAttempts bounds the attempts of
+	// a job that fails transiently before it is discarded (dead), default
+	// DefaultMaxAttempts; Retry.Base is the first retry's delay, default
+	// DefaultRetryBase; Retry.Window defaults to
+	// claimcheck.RetryWindow(Retry.MaxAttempts, JobTimeout, Lease); the
+	// rest default as claimcheck.RetryPolicy's.
 	Retry claimcheck.RetryPolicy
 	// Logger receives River's and the workers' logs. Default: discard.
 	Logger *slog.Logger
@@ -229,9 +227,6 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("pipeline: no store: %w", claimcheck.ErrConfig)
 	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
 	if cfg.JobTimeout <= 0 {
 		cfg.JobTimeout = DefaultJobTimeout
 	}
@@ -241,15 +236,14 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.MaxMessageSize <= 0 {
 		cfg.MaxMessageSize = DefaultMaxMessageSize
 	}
-	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = DefaultRetryBase
-	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease
 	}
-	cfg.Retry.MaxAttempts, cfg.Retry.Base = cfg.MaxAttempts, cfg.RetryBase
+	if cfg.Retry.MaxAttempts <= 0 {
+		cfg.Retry.MaxAttempts = DefaultMaxAttempts
+	}
 	if cfg.Retry.Window <= 0 {
-		cfg.Retry.Window = claimcheck.RetryWindow(cfg.MaxAttempts, cfg.JobTimeout, cfg.Lease)
+		cfg.Retry.Window = claimcheck.RetryWindow(cfg.Retry.MaxAttempts, cfg.JobTimeout, cfg.Lease)
 	}
 	cfg.Retry = cfg.Retry.WithDefaults()
 	stores, storeNames, err := initStores(&cfg)
@@ -310,7 +304,7 @@ func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 		// lease, after which its rescuer takes a job whose heartbeat stopped.
 		JobTimeout:           p.cfg.Lease,
 		RescueStuckJobsAfter: p.cfg.Lease,
-		MaxAttempts:          p.cfg.MaxAttempts,
+		MaxAttempts:          p.cfg.Retry.MaxAttempts,
 		RetryPolicy:          retryPolicy{p.cfg.Retry},
 		Logger:               p.logger,
 		Workers:              workers,

@@ -59,7 +59,7 @@ type testOpts struct {
 	// store options; SpoolDir is set to a fresh directory.
 	store claimcheck.Options
 	// cfg is the pipeline's configuration; Store is filled in, Database
-	// when empty, and RetryBase defaults to 10ms.
+	// when empty, and Retry.Base defaults to 10ms.
 	cfg Config
 }
 
@@ -88,8 +88,8 @@ func setup(t *testing.T, database string, opts *testOpts) *testBundle {
 	cfg := opts.cfg
 	cfg.Database = database
 	cfg.Store = b.store
-	if cfg.RetryBase == 0 {
-		cfg.RetryBase = 10 * time.Millisecond
+	if cfg.Retry.Base == 0 {
+		cfg.Retry.Base = 10 * time.Millisecond
 	}
 	p, err := Open(b.ctx, cfg)
 	if err != nil {

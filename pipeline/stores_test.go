@@ -99,7 +99,7 @@ func TestNamedStoresPinWorkers(t *testing.T) {
 		usURL := "file://" + filepath.Join(dir, "us")
 		pipe := func(stores ...*claimcheck.Store) *Pipeline {
 			t.Helper()
-			p, err := Open(ctx, Config{Database: database, Store: stores[0], Stores: stores[1:], RetryBase: 10 * time.Millisecond})
+			p, err := Open(ctx, Config{Database: database, Store: stores[0], Stores: stores[1:], Retry: claimcheck.RetryPolicy{Base: 10 * time.Millisecond}})
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
@@ -304,7 +304,7 @@ func (p *Pipeline) observe(ctx context.Context, o Outcome) {
 		p.tel.deadLetters.Add(ctx, 1, metric.WithAttributes(append(claimcheck.ErrorAttrs(o.Err), kind)...))
 	}
 	if o.Err != nil {
-		_, cause := claimcheck.CauseOf(o.Err)
+		cause, _ := claimcheck.CauseOf(o.Err)
 		switch o.Reason {
 		case claimcheck.ReasonUnavailable, claimcheck.ReasonAccessDenied, claimcheck.ReasonNotVisibleYet:
 			p.tel.storeErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("claimcheck.class", o.Reason), attrCause.String(cause)))

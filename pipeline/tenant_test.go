@@ -32,7 +32,7 @@ func TestWorkLeavesUnservedTenants(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { st.Close() })
-			p, err := Open(t.Context(), Config{Database: database, Store: st, RetryBase: 10 * time.Millisecond})
+			p, err := Open(t.Context(), Config{Database: database, Store: st, Retry: claimcheck.RetryPolicy{Base: 10 * time.Millisecond}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func TestWaitingJobsWokenWhenOutageEnds(t *testing.T) {
 }
 
 func testWaitingJobsWoken(t *testing.T, newDB func(testing.TB) string) {
-	b := setup(t, newDB(t), &testOpts{cfg: Config{RetryBase: 30 * time.Second, Retry: claimcheck.RetryPolicy{MaxWaitDelay: 30 * time.Second}}})
+	b := setup(t, newDB(t), &testOpts{cfg: Config{Retry: claimcheck.RetryPolicy{Base: 30 * time.Second, MaxWaitDelay: 30 * time.Second}}})
 	var ids []int64
 	for i := range 2 {
 		res, err := b.p.Enqueue(b.ctx, "docs", "acme", strings.NewReader(fmt.Sprint("document ", i)), nil)

@@ -35,7 +35,7 @@ const (
 // RunConformance runs the conformance suite. newConfig returns, for one
 // test, a Config whose Database is a fresh, empty database no other test
 // uses (SQLiteDatabase, PostgresDatabase); the suite sets Store, and
-// MaxAttempts and RetryBase where a test needs them. Subtests run in
+// Retry.MaxAttempts and Retry.Base where a test needs them. Subtests run in
 // parallel.
 //
 // It covers: enqueue and work (offloaded and inline payloads, results read
@@ -77,9 +77,9 @@ type bundle struct {
 type opts struct {
 	// store options; SpoolDir is set to a fresh directory.
 	store claimcheck.Options
-	// maxAttempts, if set, is Config.MaxAttempts.
+	// maxAttempts, if set, is Config.Retry.MaxAttempts.
 	maxAttempts int
-	// retryBase is Config.RetryBase; default 10ms.
+	// retryBase is Config.Retry.Base; default 10ms.
 	retryBase time.Duration
 }
 
@@ -108,9 +108,9 @@ func (s *suite) setup(t *testing.T, o *opts) *bundle {
 	cfg := s.newConfig(t)
 	cfg.Store = store
 	if o.maxAttempts != 0 {
-		cfg.MaxAttempts = o.maxAttempts
+		cfg.Retry.MaxAttempts = o.maxAttempts
 	}
-	cfg.RetryBase = cmpOr(o.retryBase, 10*time.Millisecond)
+	cfg.Retry.Base = cmpOr(o.retryBase, 10*time.Millisecond)
 	p, err := pipeline.Open(ctx, cfg)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

@@ -103,7 +103,7 @@ func TestEventuallyConsistentStore(t *testing.T) {
 	proxy, endpoint := newNotFoundInjectingProxy(t, u.Query().Get("endpoint"), 2, time.Second)
 	store := s3TestStoreVia(t, endpoint, &claimcheck.Options{AlwaysOffload: true, SpoolDir: t.TempDir()})
 	ctx := t.Context()
-	p, err := pipeline.Open(ctx, pipeline.Config{Database: dbtest.SQLite(t), Store: store, RetryBase: 100 * time.Millisecond})
+	p, err := pipeline.Open(ctx, pipeline.Config{Database: dbtest.SQLite(t), Store: store, Retry: claimcheck.RetryPolicy{Base: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

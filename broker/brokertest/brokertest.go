@@ -285,8 +285,8 @@ func testConsume(t *testing.T, tr broker.Transport) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
-			Handlers:    map[string]claimcheck.Handler{"pdf": pdfHandler, "flaky": flakyHandler},
-			MaxAttempts: maxAttempts, Policy: claimcheck.RetryPolicy{Base: 200 * time.Millisecond}, Batch: 4,
+			Handlers: map[string]claimcheck.Handler{"pdf": pdfHandler, "flaky": flakyHandler},
+			Policy:   claimcheck.RetryPolicy{MaxAttempts: maxAttempts, Base: 200 * time.Millisecond}, Batch: 4,
 			OnDone: func(d *broker.Delivery, o broker.Outcome) {
 				mu.Lock()
 				got = append(got, outcome{d, o})
@@ -426,14 +426,7 @@ func (m *memInbox) Record(_ context.Context, o broker.Outcome) error {
 func testDuplicate(t *testing.T, tr broker.Transport) {
 	ctx := ctxFor(t, 30*time.Second)
 	store := FileStore(t, nil)
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("published twice"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("dup", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := Message(t, store, "dup", "published twice")
 	const id = "cc-0123456789abcdef0123456789abcdef"
 	m.Attributes[broker.AttrID] = id
 	for range 2 {
@@ -459,7 +452,7 @@ func testDuplicate(t *testing.T, tr broker.Transport) {
 			}
 		}
 	}()
-	err = broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+	err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
 		Inbox: &memInbox{done: map[string]bool{}},
 		Handlers: map[string]claimcheck.Handler{"dup": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
 			mu.Lock()
@@ -728,6 +721,22 @@ func testRelease(t *testing.T, tr broker.Transport) {
 		}
 	}
 	expectNone(t, tr.Receive, 300*time.Millisecond)
+}
+
+// Message checks body in to store for tenant "acme" and returns the
+// message of kind that carries its ticket (broker.NewMessage), failing t
+// on an error.
+func Message(t testing.TB, store *claimcheck.Store, kind, body string) broker.Message {
+	t.Helper()
+	tk, err := store.CheckIn(t.Context(), "acme", strings.NewReader(body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := broker.NewMessage(kind, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // FileStore opens a store over a file:// bucket in a fresh temporary

@@ -81,7 +81,7 @@
 //     a dead-letter copy). Default: 256 KiB or max_payload minus
 //     HeaderReserve, whichever is smaller; more than that is ErrConfig.
 //   - MaxDeliver defaults to unlimited: broker.Consume counts attempts and
-//     dead-letters. A server-side MaxDeliver below ConsumeOptions.MaxAttempts
+//     dead-letters. A server-side MaxDeliver below ConsumeOptions.Policy.MaxAttempts
 //     makes JetStream stop delivering a message without a dead letter.
 //
 // Connection loss: nats.go reconnects by itself, configured by Open for a

@@ -3,7 +3,6 @@ package natsjs_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,14 +68,7 @@ func TestDeadLetterTermOnTheWire(t *testing.T) {
 	opts = tr.Options()
 	store := brokertest.FileStore(t, nil)
 	ctx := t.Context()
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("poison"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("poison", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := brokertest.Message(t, store, "poison", "poison")
 	m.Attributes[broker.AttrID] = "cc-poison-0001"
 	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
 		t.Fatal(err)
@@ -84,7 +76,7 @@ func TestDeadLetterTermOnTheWire(t *testing.T) {
 	var runs, dead atomic.Int64
 	cctx, cancel := context.WithTimeout(ctx, 4*ackWait+time.Second)
 	defer cancel()
-	err = broker.Consume(cctx, tr, store, broker.ConsumeOptions{
+	err := broker.Consume(cctx, tr, store, broker.ConsumeOptions{
 		Handlers: map[string]claimcheck.Handler{"poison": claimcheck.HandlerFunc(func(context.Context, *claimcheck.Job) (*claimcheck.Result, error) {
 			runs.Add(1)
 			return nil, claimcheck.Permanent(errors.New("poison"))
@@ -112,78 +104,19 @@ func TestDeadLetterTermOnTheWire(t *testing.T) {
 	}
 }
 
-// extendCounter counts Extend calls of the transport it wraps.
-type extendCounter struct {
-	*natsjs.Transport
-	extends atomic.Int64
-}
-
-func (e *extendCounter) Extend(ctx context.Context, d *broker.Delivery, by time.Duration) error {
-	e.extends.Add(1)
-	return e.Transport.Extend(ctx, d, by)
-}
-
 // TestLeaseFollowsAckWait: with the consumer's AckWait at 2 s, a 3.5 s
 // handler's delivery is extended (InProgress) before AckWait runs out,
 // acknowledged once, and never redelivered to the second consumer pulling
-// from the same JetStream consumer.
+// from the same JetStream consumer (brokertest.LeaseFollows).
 func TestLeaseFollowsAckWait(t *testing.T) {
-	const ackWait, handlerTime = 2 * time.Second, 3500 * time.Millisecond
+	const ackWait = 2 * time.Second
 	opts := uniqueOptions(t)
 	opts.AckWait = ackWait
-	raw := open(t, opts)
-	opts = raw.Options()
-	if got, err := raw.Lease(t.Context()); err != nil || got != ackWait {
-		t.Fatalf("Lease = %v, %v; want the consumer's AckWait %v", got, err, ackWait)
-	}
-	tr := &extendCounter{Transport: raw}
-	store := brokertest.FileStore(t, nil)
-	ctx := t.Context()
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("slow"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("slow", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
-		t.Fatal(err)
-	}
-	var runs, acked atomic.Int64
-	cctx, cancel := context.WithTimeout(ctx, handlerTime+2*ackWait)
-	defer cancel()
-	const consumers = 2
-	errc := make(chan error, consumers)
-	for range consumers {
-		go func() {
-			errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
-				Handlers: map[string]claimcheck.Handler{"slow": claimcheck.HandlerFunc(func(ctx context.Context, _ *claimcheck.Job) (*claimcheck.Result, error) {
-					runs.Add(1)
-					select {
-					case <-time.After(handlerTime):
-					case <-ctx.Done():
-					}
-					return nil, nil
-				})},
-				OnDone: func(_ *broker.Delivery, o broker.Outcome) {
-					if o.Action == broker.Acked && o.Attempt == 1 {
-						acked.Add(1)
-					}
-				},
-				OnError: func(err error) { t.Errorf("consume: %v", err) },
-			})
-		}()
-	}
-	for range consumers {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
+	tr := open(t, opts)
+	opts = tr.Options()
+	brokertest.LeaseFollows(t, tr, ackWait, 3500*time.Millisecond, func(t *testing.T) {
+		if work, _, redelivered := streamCounts(t, opts); work != 0 || redelivered != 0 {
+			t.Fatalf("work stream %d messages, %d redeliveries; want an empty stream and no redelivery", work, redelivered)
 		}
-	}
-	work, _, redelivered := streamCounts(t, opts)
-	t.Logf("ack wait %v, handler %v: %d extensions, handler runs %d, acked on attempt 1: %d, work stream %d, redeliveries %d",
-		ackWait, handlerTime, tr.extends.Load(), runs.Load(), acked.Load(), work, redelivered)
-	if tr.extends.Load() < 1 || runs.Load() != 1 || acked.Load() != 1 || work != 0 || redelivered != 0 {
-		t.Fatal("want >= 1 extension, one handler run acked on attempt 1, an empty stream and no redelivery")
-	}
+	})
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // TestChannelClosedOnLiveConnection: when the broker closes a channel but
@@ -18,10 +18,7 @@ import (
 // connection (no new dial), and a delivery from the closed consumer channel
 // cannot be settled.
 func TestChannelClosedOnLiveConnection(t *testing.T) {
-	raw := os.Getenv("CLAIMCHECK_TEST_AMQP_URL")
-	if raw == "" {
-		t.Skip("CLAIMCHECK_TEST_AMQP_URL not set: skipping RabbitMQ tests")
-	}
+	raw := testenv.Require(t, "CLAIMCHECK_TEST_AMQP_URL", "a RabbitMQ server, e.g. amqp://guest:guest@127.0.0.1:5672/")
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	tr, err := Open(ctx, raw, Options{Queue: fmt.Sprintf("cctest.chanclose.%d", time.Now().UnixNano())})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,17 +17,6 @@ import (
 	"github.com/claimcheck/claimcheck/broker/brokertest"
 	"github.com/claimcheck/claimcheck/pipelinetest"
 )
-
-// extendCounter counts Extend calls of the transport it wraps.
-type extendCounter struct {
-	*Transport
-	extends atomic.Int64
-}
-
-func (e *extendCounter) Extend(ctx context.Context, d *broker.Delivery, by time.Duration) error {
-	e.extends.Add(1)
-	return e.Transport.Extend(ctx, d, by)
-}
 
 func (s *standInSQS) setVisibility(url string, d time.Duration) {
 	s.mu.Lock()
@@ -73,74 +60,15 @@ func TestLeaseFollowsVisibilityAgainstFauxqs(t *testing.T) {
 // leaseVisibility is the visibility timeout of the lease tests' queues.
 const leaseVisibility = 5 * time.Second
 
-// testLeaseFollowsVisibility works one message with a 7 s handler on raw,
-// whose queue's visibility timeout is leaseVisibility, with two consumers
-// polling, and checks it was extended, acknowledged once on attempt 1,
-// and that the queue is empty (count: visible and in-flight messages).
+// testLeaseFollowsVisibility runs brokertest.LeaseFollows with a 7 s
+// handler on raw, whose queue's visibility timeout is leaseVisibility,
+// and checks the queue is empty (count: visible and in-flight messages).
 func testLeaseFollowsVisibility(t *testing.T, raw *Transport, count func() (visible, inflight int)) {
-	const visibility, handlerTime = leaseVisibility, 7 * time.Second
-	if got, err := raw.Lease(t.Context()); err != nil || got != visibility {
-		t.Fatalf("Lease = %v, %v; want the queue's %v", got, err, visibility)
-	}
-	tr := &extendCounter{Transport: raw}
-	store := brokertest.FileStore(t, nil)
-	ctx := t.Context()
-	tk, err := store.CheckIn(ctx, "acme", strings.NewReader("slow"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := broker.NewMessage("slow", tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Publish(ctx, []broker.Message{m}); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var outcomes []broker.Outcome
-	var runs atomic.Int64
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	const consumers = 2
-	errc := make(chan error, consumers)
-	for range consumers {
-		go func() {
-			errc <- broker.Consume(cctx, tr, store, broker.ConsumeOptions{
-				Handlers: map[string]claimcheck.Handler{"slow": claimcheck.HandlerFunc(func(ctx context.Context, _ *claimcheck.Job) (*claimcheck.Result, error) {
-					runs.Add(1)
-					select {
-					case <-time.After(handlerTime):
-					case <-ctx.Done():
-					}
-					return nil, nil
-				})},
-				OnDone: func(_ *broker.Delivery, o broker.Outcome) {
-					mu.Lock()
-					outcomes = append(outcomes, o)
-					mu.Unlock()
-				},
-				OnError: func(err error) { t.Errorf("consume: %v", err) },
-			})
-		}()
-	}
-	// The handler's 7 s, then a visibility timeout more: a lost lease
-	// would have redelivered by then.
-	time.Sleep(handlerTime + visibility + time.Second)
-	cancel()
-	for range consumers {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
+	brokertest.LeaseFollows(t, raw, leaseVisibility, 7*time.Second, func(t *testing.T) {
+		if visible, inflight := count(); visible+inflight != 0 {
+			t.Fatalf("queue: %d visible, %d in flight; want it empty", visible, inflight)
 		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	visible, inflight := count()
-	t.Logf("visibility %v, handler %v: %d extensions, handler runs %d, outcomes %d, queue visible %d in flight %d",
-		visibility, handlerTime, tr.extends.Load(), runs.Load(), len(outcomes), visible, inflight)
-	if tr.extends.Load() < 1 || runs.Load() != 1 || len(outcomes) != 1 || outcomes[0].Action != broker.Acked || outcomes[0].Attempt != 1 || visible+inflight != 0 {
-		t.Fatalf("extensions %d, handler runs %d, outcomes %+v, queue %d+%d; want >= 1 extension, one run acked on attempt 1, an empty queue",
-			tr.extends.Load(), runs.Load(), outcomes, visible, inflight)
-	}
+	})
 }
 
 // snsStandIn is a STAND-IN for an Amazon SNS topic with raw message
@@ -223,15 +151,7 @@ func TestLeaseHeldForWholeBatchAgainstStandIn(t *testing.T) {
 	ctx := t.Context()
 	var msgs []broker.Message
 	for _, body := range []string{"first", "second"} {
-		tk, err := store.CheckIn(ctx, "acme", strings.NewReader(body), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := broker.NewMessage("slow", tk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, m)
+		msgs = append(msgs, brokertest.Message(t, store, "slow", body))
 	}
 	if err := raw.Publish(ctx, msgs); err != nil {
 		t.Fatal(err)

@@ -655,7 +655,7 @@ func (t *Transport) Close() error {
 
 // RedrivePolicy returns the JSON of a RedrivePolicy queue attribute sending
 // messages received more than maxReceiveCount times to the queue with ARN
-// deadLetterARN. Set maxReceiveCount above broker.ConsumeOptions.MaxAttempts,
+// deadLetterARN. Set maxReceiveCount above broker.ConsumeOptions.Policy.MaxAttempts,
 // so that claimcheck dead-letters (with a reason) before SQS does.
 func RedrivePolicy(deadLetterARN string, maxReceiveCount int) string {
 	b, _ := json.Marshal(map[string]any{"deadLetterTargetArn": deadLetterARN, "maxReceiveCount": maxReceiveCount})

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // TestRunS3 runs the bench on a real S3 server (SeaweedFS) at small sizes:
@@ -18,10 +18,7 @@ import (
 // the same bytes, ratios per phase, the memory limit with the part buffers,
 // and nothing left behind.
 func TestRunS3(t *testing.T) {
-	raw := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if raw == "" {
-		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
-	}
+	raw := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "scripts/seaweedfs.sh env prints it")
 	var log bytes.Buffer
 	sizes := []int64{MiB, 12 * MiB} // 12 MiB: three parts
 	rep, err := Run(context.Background(), Config{StoreURL: raw, Dir: t.TempDir(), Sizes: sizes, Seed: 7, NoBaseline: true, Log: &log})

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -12,15 +11,16 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck/internal/bench"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 // buildClaimcheck builds cmd/claimcheck into a temporary directory: bench
 // relay runs the relay as a child process, which the test binary cannot be.
 func buildClaimcheck(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
+	goTool, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "claimcheck")
 	if runtime.GOOS == "windows" {
@@ -38,10 +38,7 @@ func buildClaimcheck(t *testing.T) string {
 // backlogs set up, relayed by a child process, every entry sent, peak RSS
 // read, the scratch directories removed and the queue deleted.
 func TestBenchRelay(t *testing.T) {
-	u := os.Getenv("CLAIMCHECK_TEST_AMQP_URL")
-	if u == "" {
-		t.Skip("CLAIMCHECK_TEST_AMQP_URL not set (e.g. amqp://guest:guest@127.0.0.1:5672/): skipping")
-	}
+	u := testenv.Require(t, "CLAIMCHECK_TEST_AMQP_URL", "a RabbitMQ server, e.g. amqp://guest:guest@127.0.0.1:5672/")
 	u = strings.TrimSuffix(u, "/") + fmt.Sprintf("/?queue=cctest.benchrelay.%d", time.Now().UnixNano())
 	t.Cleanup(func() { dropTopology(t, u) })
 

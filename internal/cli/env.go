@@ -236,7 +236,7 @@ func (g *globals) open(ctx context.Context, o openOptions) (*env, error) {
 	if err != nil {
 		return fail(err)
 	}
-	e.pipe, err = pipeline.Open(ctx, pipeline.Config{Database: database, Store: e.store, Stores: e.stores[1:], MaxAttempts: g.maxAttempts, Logger: logger, SQLiteCacheKiB: o.sqliteCacheKiB, Lease: testLease,
+	e.pipe, err = pipeline.Open(ctx, pipeline.Config{Database: database, Store: e.store, Stores: e.stores[1:], Retry: claimcheck.RetryPolicy{MaxAttempts: g.maxAttempts}, Logger: logger, SQLiteCacheKiB: o.sqliteCacheKiB, Lease: testLease,
 		ReadOnly: o.readOnly, MustExist: o.readOnly, NoWrites: o.noWrites})
 	if err != nil {
 		return fail(err)

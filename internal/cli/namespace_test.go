@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 	"github.com/claimcheck/claimcheck/pipeline"
 	"github.com/claimcheck/claimcheck/sweep"
 )
@@ -122,13 +123,7 @@ func TestStorePrefixValidated(t *testing.T) {
 // period), and work: no live payload is lost. A third database on one of
 // the namespaces is refused by sweep, submit and work with exit 2.
 func TestNamespacesShareOneS3Bucket(t *testing.T) {
-	s3URL := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if s3URL == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CLAIMCHECK_TEST_S3_URL is not set (scripts/seaweedfs.sh env prints it)")
-		}
-		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
-	}
+	s3URL := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "scripts/seaweedfs.sh env prints it")
 	ctx := t.Context()
 	const n = 5
 	in := t.TempDir()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 	"io"
 	"io/fs"
 	"net/http"
@@ -28,10 +29,7 @@ type urlJSON struct {
 
 func s3StoreURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if u == "" {
-		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
-	}
+	u := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "scripts/seaweedfs.sh env prints it")
 	// Each test's job database owns a namespace of its own.
 	return ownNamespace(t, u, "presign-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 }

@@ -39,9 +39,9 @@ func TestServeQueueGauges(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer store.Close()
-		// RetryBase of an hour: a waiting job is not tried again while the
+		// Retry.Base of an hour: a waiting job is not tried again while the
 		// test runs.
-		p, err := pipeline.Open(ctx, pipeline.Config{Database: dbURL, Store: store, RetryBase: time.Hour})
+		p, err := pipeline.Open(ctx, pipeline.Config{Database: dbURL, Store: store, Retry: claimcheck.RetryPolicy{Base: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
 		}

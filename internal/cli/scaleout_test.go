@@ -26,10 +26,7 @@ import (
 // access denied, never dead-lettered as missing, and the job completes once
 // the credentials are right. Not parallel: it changes the AWS environment.
 func TestScaleOutEndToEnd(t *testing.T) {
-	s3URL := os.Getenv("CLAIMCHECK_TEST_S3_URL")
-	if s3URL == "" {
-		t.Skip("S3 test skipped: set CLAIMCHECK_TEST_S3_URL (scripts/seaweedfs.sh env prints it)")
-	}
+	s3URL := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "scripts/seaweedfs.sh env prints it")
 	ensureBigPDF(t)
 	database := dbtest.SQLite(t)
 	if os.Getenv(dbtest.EnvPostgresURL) != "" {

@@ -89,7 +89,7 @@ func TestPostgresStatementStalls(t *testing.T) {
 	if err == nil {
 		t.Fatal("a statement with the server silent succeeded")
 	}
-	if c, why := claimcheck.CauseOf(err); c != claimcheck.ErrTimeout || !strings.Contains(why, proxy.Addr()) {
+	if why, c := claimcheck.CauseOf(err); c != claimcheck.ErrTimeout || !strings.Contains(why, proxy.Addr()) {
 		t.Fatalf("statement with the server silent: %v (cause %v %q), want ErrTimeout naming %s", err, c, why, proxy.Addr())
 	}
 	if elapsed > 3*time.Second {

@@ -39,13 +39,13 @@ func ParseContentDigest(h string) ([]byte, bool, error) {
 		member = strings.Trim(member, " \t")
 		key, value, ok := strings.Cut(member, "=")
 		if !ok || !validKey(key) {
-			return nil, false, errors.New("Content-Digest: each member must be algorithm=:base64:")
+			return nil, false, errors.New("Content-Digest: each member must be an algorithm and a byte sequence (sha-256=:BASE64:)")
 		}
 		if i := strings.IndexByte(value, ';'); i >= 0 {
 			value = value[:i] // parameters: none defined, ignored (RFC 8941 3.2)
 		}
 		if len(value) < 2 || value[0] != ':' || value[len(value)-1] != ':' {
-			return nil, false, fmt.Errorf("Content-Digest: %s's value must be a byte sequence, :base64:", key)
+			return nil, false, fmt.Errorf("Content-Digest: %s's value must be a byte sequence (:BASE64:)", key)
 		}
 		if key != "sha-256" {
 			continue

@@ -102,7 +102,7 @@ func newFixture(t *testing.T, be backend, o httpapi.Options) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	p, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, RetryBase: 10 * time.Millisecond})
+	p, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, Retry: claimcheck.RetryPolicy{Base: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func (e *s3Cause) Unwrap() error                          { return e.err }
 func (e *s3Cause) ErrorCode() string                      { return e.code }
 func (e *s3Cause) ErrorMessage() string                   { return e.desc }
 func (e *s3Cause) ErrorFault() smithy.ErrorFault          { return smithy.FaultClient }
-func (e *s3Cause) StoreCause() (cause error, desc string) { return e.cause, e.desc }
+func (e *s3Cause) StoreCause() (desc string, cause error) { return e.desc, e.cause }
 func (c *s3Causes) where() string {
 	if c.endpoint == "" {
 		return "AWS S3"

@@ -48,7 +48,7 @@ func TestS3CausesNamed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.name(tc.err, false)
-			cause, why := claimcheck.CauseOf(err)
+			why, cause := claimcheck.CauseOf(err)
 			if cause != tc.cause || !strings.Contains(why, tc.want) {
 				t.Fatalf("cause %v %q, want %v containing %q", cause, why, tc.cause, tc.want)
 			}

@@ -250,7 +250,7 @@ func (h *hooks) partSize(payloadSize int64) int64 {
 // with them).
 func openS3BucketWith(ctx context.Context, u *url.URL, apiOptions ...func(*middleware.Stack) error) (*blob.Bucket, error) {
 	if u.Host == "" {
-		return nil, errors.New("s3 store URL needs a bucket: s3://BUCKET?region=...")
+		return nil, errors.New("s3 store URL needs a bucket (s3://BUCKET?region=REGION)")
 	}
 	v := *u
 	connect, stall, err := claimcheck.NetBoundsFromURL(&v)

@@ -33,6 +33,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
 const (
@@ -47,12 +48,7 @@ const (
 
 func sseBaseURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv(sseS3URLEnv)
-	if u == "" {
-		t.Skip(sseS3URLEnv + " is not set, so there is no S3 server to test server-side encryption against: " +
-			`scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
-	}
-	return u
+	return testenv.Require(t, sseS3URLEnv, `scripts/seaweedfs.sh build && scripts/seaweedfs.sh start && eval "$(scripts/seaweedfs.sh env)"`)
 }
 
 // withParams returns raw with query parameters added.
@@ -332,10 +328,7 @@ func TestS3SSEKMSNeverStoredWithout(t *testing.T) {
 func TestS3SSEKMS(t *testing.T) {
 	t.Parallel()
 	raw := sseBaseURL(t)
-	key := os.Getenv(sseKMSKeyEnv)
-	if key == "" {
-		t.Skip(sseKMSKeyEnv + " is not set: no KMS key to test SSE-KMS with (SeaweedFS needs a \"kms\" block in its S3 config)")
-	}
+	key := testenv.Require(t, sseKMSKeyEnv, "a KMS key to test SSE-KMS with (SeaweedFS needs a \"kms\" block in its S3 config, as scripts/seaweedfs.sh writes)")
 	if u := os.Getenv(sseKMSURLEnv); u != "" {
 		raw = u
 	}
