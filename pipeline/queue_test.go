@@ -85,10 +85,10 @@ func TestQueueGaugesCached(t *testing.T) {
 			}
 		}
 		jobs := func() int64 {
-			return gaugeValue(t, reader, "claimcheck.queue.jobs", "kind=cached", "state=available")
+			return gaugeValue(t, reader, "claimcheck.queue.jobs", "claimcheck.kind=cached", "claimcheck.state=available")
 		}
 		held := func() int64 {
-			return gaugeValue(t, reader, "claimcheck.storage.held_objects", "tenant=acme", "role=payload")
+			return gaugeValue(t, reader, "claimcheck.storage.held_objects", "claimcheck.tenant=acme", "claimcheck.role=payload")
 		}
 		enqueue(100 << 10) // offloaded
 		if n, o := jobs(), held(); n != 1 || o != 1 {
