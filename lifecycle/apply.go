@@ -67,12 +67,11 @@ func Apply(ctx context.Context, m Manager, p Policy, opts *ApplyOptions) (*Apply
 	if err != nil {
 		return nil, err
 	}
-	found := got.Found
 	merged, err := Merge(got.Rules, ours, p.IDPrefix)
 	if err != nil {
 		return nil, err
 	}
-	res := &ApplyResult{MergeResult: *merged, Bucket: bucket, HadConfiguration: found, DryRun: opts.DryRun}
+	res := &ApplyResult{MergeResult: *merged, Bucket: bucket, HadConfiguration: got.Found, DryRun: opts.DryRun}
 	if !merged.Changed() || opts.DryRun {
 		return res, nil
 	}

@@ -1,12 +1,16 @@
 package s3store
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/claimcheck/claimcheck/lifecycle"
 )
@@ -84,5 +88,48 @@ func TestLifecycleRuleOfOurs(t *testing.T) {
 		if !reflect.DeepEqual(back, r) {
 			t.Errorf("read back as %+v, want %+v", back, r)
 		}
+	}
+}
+
+// fakeLifecycleAPI answers every lifecycle request with err: a fake, since
+// the test server grants every permission and cannot be made to refuse.
+type fakeLifecycleAPI struct{ err error }
+
+func (f fakeLifecycleAPI) GetBucketLifecycleConfiguration(context.Context, *s3.GetBucketLifecycleConfigurationInput, ...func(*s3.Options)) (*s3.GetBucketLifecycleConfigurationOutput, error) {
+	return nil, f.err
+}
+
+func (f fakeLifecycleAPI) PutBucketLifecycleConfiguration(context.Context, *s3.PutBucketLifecycleConfigurationInput, ...func(*s3.Options)) (*s3.PutBucketLifecycleConfigurationOutput, error) {
+	return nil, f.err
+}
+
+// TestLifecycleErrorsWithFakeClient: no configuration is an empty one,
+// S3's error codes become *lifecycle.StoreError naming the permission an
+// access denied lacks, and other errors are wrapped as they are.
+func TestLifecycleErrorsWithFakeClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := NewLifecycleManager(fakeLifecycleAPI{&smithy.GenericAPIError{Code: "NoSuchLifecycleConfiguration"}}, "b").ReadLifecycle(ctx, "")
+	if err != nil || c.Found || len(c.Rules) != 0 {
+		t.Errorf("no configuration: %+v, %v", c, err)
+	}
+	denied := NewLifecycleManager(fakeLifecycleAPI{&smithy.GenericAPIError{Code: "AccessDenied"}}, "b")
+	_, err = denied.ReadLifecycle(ctx, "")
+	var se *lifecycle.StoreError
+	if !errors.As(err, &se) || se.Text() != "ACCESS DENIED (allow s3:GetLifecycleConfiguration)" || se.Bucket != "b" {
+		t.Errorf("read refused: %v", err)
+	}
+	err = denied.WriteLifecycle(ctx, &lifecycle.Configuration{}, "")
+	if !errors.As(err, &se) || se.Text() != "ACCESS DENIED (allow s3:PutLifecycleConfiguration)" || se.Op != "put" {
+		t.Errorf("write refused: %v", err)
+	}
+	_, err = NewLifecycleManager(fakeLifecycleAPI{&smithy.GenericAPIError{Code: "NoSuchBucket"}}, "b").ReadLifecycle(ctx, "")
+	if !errors.As(err, &se) || se.Text() != "NoSuchBucket" || se.Permission != "" {
+		t.Errorf("no bucket: %v", err)
+	}
+	cut := errors.New("connection reset")
+	_, err = NewLifecycleManager(fakeLifecycleAPI{cut}, "b").ReadLifecycle(ctx, "")
+	if errors.As(err, &se) || !errors.Is(err, cut) {
+		t.Errorf("network error: %v", err)
 	}
 }
