@@ -6,20 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 )
-
-// S3API is the part of *s3.Client that Apply uses.
-type S3API interface {
-	GetBucketLifecycleConfiguration(ctx context.Context, in *s3.GetBucketLifecycleConfigurationInput, optFns ...func(*s3.Options)) (*s3.GetBucketLifecycleConfigurationOutput, error)
-	PutBucketLifecycleConfiguration(ctx context.Context, in *s3.PutBucketLifecycleConfigurationInput, optFns ...func(*s3.Options)) (*s3.PutBucketLifecycleConfigurationOutput, error)
-}
-
-var _ S3API = (*s3.Client)(nil)
 
 // ErrNotVerified is returned by Apply when the configuration read back after
 // the write is not the one written (another writer changed it at the same
@@ -35,7 +22,8 @@ type ApplyOptions struct {
 	// lifecycle configuration). Default 60 s.
 	VerifyTimeout time.Duration
 	// ExpectedBucketOwner, when set, is sent with every request, so a
-	// bucket name that now belongs to another account is refused.
+	// bucket name that now belongs to another account is refused (S3; see
+	// Manager.ReadLifecycle).
 	ExpectedBucketOwner string
 }
 
@@ -51,35 +39,31 @@ type ApplyResult struct {
 	DryRun  bool `json:"dry_run"`
 }
 
-// Apply installs p on an S3 bucket, merged with the bucket's existing
-// rules (see Merge): it reads the configuration (NoSuchLifecycleConfiguration
-// meaning none), replaces only our rules, writes the result if anything
-// changed — keeping the bucket's TransitionDefaultMinimumObjectSize — and
-// reads it back until it shows every rule written.
+// Apply installs p on m's bucket (ManagerOf gives a store's), merged with
+// the bucket's existing rules (see Merge): it reads the configuration,
+// replaces only our rules, writes the result if anything changed —
+// keeping the configuration's other settings (S3:
+// TransitionDefaultMinimumObjectSize) — and reads it back until it shows
+// every rule written.
 //
 // S3 offers no conditional write for lifecycle configurations: a rule
 // another writer adds between Apply's read and its write is lost. Run Apply
 // from one place (a deploy step), not from every process.
 //
 // Errors: a *ConflictError (ErrConflict, claimcheck.ErrConfig) when another
-// rule would expire our objects sooner; ErrNotVerified; S3's errors,
-// wrapped.
-func Apply(ctx context.Context, client S3API, bucket string, p Policy, opts *ApplyOptions) (*ApplyResult, error) {
+// rule would expire our objects sooner; ErrNotVerified; the store's
+// errors (a *StoreError for an error code), wrapped.
+func Apply(ctx context.Context, m Manager, p Policy, opts *ApplyOptions) (*ApplyResult, error) {
 	if opts == nil {
 		opts = &ApplyOptions{}
 	}
-	ours, err := p.S3Rules()
+	ours, err := p.Rules()
 	if err != nil {
 		return nil, err
 	}
 	p = p.withDefaults()
-	owner := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return aws.String(s)
-	}(opts.ExpectedBucketOwner)
-	got, found, err := getRules(ctx, client, bucket, owner)
+	owner, bucket := opts.ExpectedBucketOwner, m.LifecycleBucket()
+	got, err := m.ReadLifecycle(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -87,18 +71,12 @@ func Apply(ctx context.Context, client S3API, bucket string, p Policy, opts *App
 	if err != nil {
 		return nil, err
 	}
-	res := &ApplyResult{MergeResult: *merged, Bucket: bucket, HadConfiguration: found, DryRun: opts.DryRun}
+	res := &ApplyResult{MergeResult: *merged, Bucket: bucket, HadConfiguration: got.Found, DryRun: opts.DryRun}
 	if !merged.Changed() || opts.DryRun {
 		return res, nil
 	}
-	_, err = client.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
-		Bucket:                             aws.String(bucket),
-		ExpectedBucketOwner:                owner,
-		LifecycleConfiguration:             &types.BucketLifecycleConfiguration{Rules: merged.Rules},
-		TransitionDefaultMinimumObjectSize: got.TransitionDefaultMinimumObjectSize,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lifecycle: put lifecycle configuration of bucket %s: %w", bucket, err)
+	if err := m.WriteLifecycle(ctx, &Configuration{Rules: merged.Rules, Found: true, Native: got.Native}, owner); err != nil {
+		return nil, err
 	}
 	res.Written = true
 	timeout := opts.VerifyTimeout
@@ -107,7 +85,7 @@ func Apply(ctx context.Context, client S3API, bucket string, p Policy, opts *App
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		back, _, err := getRules(ctx, client, bucket, owner)
+		back, err := m.ReadLifecycle(ctx, owner)
 		if err != nil {
 			return res, err
 		}
@@ -126,28 +104,16 @@ func Apply(ctx context.Context, client S3API, bucket string, p Policy, opts *App
 	}
 }
 
-func getRules(ctx context.Context, client S3API, bucket string, owner *string) (*s3.GetBucketLifecycleConfigurationOutput, bool, error) {
-	out, err := client.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(bucket), ExpectedBucketOwner: owner})
-	var ae smithy.APIError
-	if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchLifecycleConfiguration" {
-		return &s3.GetBucketLifecycleConfigurationOutput{}, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("lifecycle: get lifecycle configuration of bucket %s: %w", bucket, err)
-	}
-	return out, true, nil
-}
-
 // differs describes how the rules read back differ from those written, by
 // ID and content, or returns "".
-func differs(wrote, read []types.LifecycleRule) string {
+func differs(wrote, read []Rule) string {
 	byID := map[string]view{}
 	for _, r := range read {
-		byID[deref(r.ID)] = ruleView(r)
+		byID[r.ID] = ruleView(r)
 	}
 	var missing, changed []string
 	for _, r := range wrote {
-		id := deref(r.ID)
+		id := r.ID
 		if id == "" {
 			continue // the server may name it
 		}

@@ -1,6 +1,6 @@
 // Package lifecycle generates the bucket lifecycle policy that enforces
-// claimcheck's retention (docs/invariants.md, invariant 5) and installs it on S3
-// without disturbing other teams' rules.
+// claimcheck's retention (docs/invariants.md, invariant 5) and installs it on a
+// bucket (S3) without disturbing other teams' rules.
 //
 // The policy has one expiry per prefix — payloads/ and results/, each at
 // least its minimum lifetime from claimcheck.ComputeRetention — and aborts
@@ -15,8 +15,10 @@
 // and Apply therefore read the existing rules, replace only ours (rules
 // whose ID starts with IDPrefix), keep every other rule untouched, and
 // refuse when another rule would expire our objects sooner than our
-// retention allows. The file store has no lifecycle engine: package sweep
-// enforces the same expiry there.
+// retention allows. They work on store-neutral Rules through the store
+// driver's Manager (ManagerOf: stores/s3store provides one), so this
+// package imports no storage SDK. The file store has no lifecycle engine:
+// package sweep enforces the same expiry there.
 package lifecycle
 
 import (
@@ -24,9 +26,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"time"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -84,16 +84,56 @@ func (p Policy) InNamespace(ns string) Policy {
 	return p
 }
 
-// Rule is one of our rules in a store-neutral form.
+// Rule is one rule of a bucket's lifecycle configuration in a
+// store-neutral form: one of ours (Policy.Rules), or one a Manager read
+// from the bucket, ours or another team's. A Manager turns each rule it
+// reads into a Rule and keeps the service's own form in Native, so a rule
+// Merge keeps is written back exactly as it was read, whatever fields it
+// uses that Rule does not name.
 type Rule struct {
 	ID string `json:"id"`
-	// Prefix is the key prefix the rule applies to.
+	// Prefix is the key prefix the rule applies to ("" for the whole
+	// bucket).
 	Prefix string `json:"prefix"`
-	// ExpirationDays deletes objects this many days after they are written.
+	// ExpirationDays deletes objects this many days after they are written
+	// (0: the rule expires nothing after a number of days).
 	ExpirationDays int `json:"expiration_days"`
 	// AbortIncompleteDays aborts multipart uploads under Prefix this many
-	// days after they began.
+	// days after they began (0: none).
 	AbortIncompleteDays int `json:"abort_incomplete_days"`
+
+	// Disabled is a rule the bucket keeps but does not apply.
+	Disabled bool `json:"-"`
+	// Tagged is a rule that also requires object tags (claimcheck never
+	// tags objects, so it never applies to claimcheck's); Sized one that
+	// also requires an object size range (it applies to some objects under
+	// Prefix, not all).
+	Tagged, Sized bool `json:"-"`
+	// ExpirationDate deletes objects on a fixed date (zero: none).
+	ExpirationDate time.Time `json:"-"`
+	// Transitions move objects to other storage classes.
+	Transitions []Transition `json:"-"`
+	// Other is a rule that also does what Rule does not describe and
+	// claimcheck's rules never do (S3: act on noncurrent versions or
+	// delete markers).
+	Other bool `json:"-"`
+	// Native is the rule as the Manager read it (S3: a
+	// types.LifecycleRule), nil for ours; a Manager writes it back as it is.
+	Native any `json:"-"`
+}
+
+// Transition is one storage-class transition of a Rule.
+type Transition struct {
+	// Days and Date say when: this many days after an object is written,
+	// or on a fixed date (zero: not by date).
+	Days int
+	Date time.Time
+	// StorageClass is the service's name of the class (S3: GLACIER,
+	// STANDARD_IA, ...).
+	StorageClass string
+	// Archive is a class a claim cannot read from until the object is
+	// restored (S3: GLACIER, DEEP_ARCHIVE; not GLACIER_IR).
+	Archive bool
 }
 
 // Rules validates p and returns our rules: one for payloads, one for
@@ -247,25 +287,6 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-// S3Rules is the policy as AWS SDK rules, for Merge and Apply.
-func (p Policy) S3Rules() ([]types.LifecycleRule, error) {
-	rules, err := p.Rules()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]types.LifecycleRule, 0, len(rules))
-	for _, r := range rules {
-		out = append(out, types.LifecycleRule{
-			ID:                             aws.String(r.ID),
-			Status:                         types.ExpirationStatusEnabled,
-			Filter:                         &types.LifecycleRuleFilter{Prefix: aws.String(r.Prefix)},
-			Expiration:                     &types.LifecycleExpiration{Days: aws.Int32(int32(r.ExpirationDays))},
-			AbortIncompleteMultipartUpload: &types.AbortIncompleteMultipartUpload{DaysAfterInitiation: aws.Int32(int32(r.AbortIncompleteDays))},
-		})
-	}
-	return out, nil
 }
 
 // overlaps reports whether a key could lie under both prefixes.

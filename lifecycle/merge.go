@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-
 	"github.com/claimcheck/claimcheck"
 )
 
@@ -59,7 +57,7 @@ func pluralDays(n int) string {
 type MergeResult struct {
 	// Rules is the whole configuration to install: every other rule, exactly
 	// as it was and in its order, then ours.
-	Rules []types.LifecycleRule `json:"-"`
+	Rules []Rule `json:"-"`
 	// Foreign names the other rules kept untouched (their IDs, or "#N" for
 	// a rule without one).
 	Foreign []string `json:"foreign"`
@@ -86,24 +84,19 @@ func (m *MergeResult) Changed() bool {
 // an enabled foreign rule whose filter can match our objects — its prefix
 // and ours overlap, and it has no tag condition (claimcheck never tags
 // objects) — expires them sooner than ours, expires them on a fixed date,
-// or moves them to an archive class (GLACIER, DEEP_ARCHIVE) from which a
-// claim cannot read them.
+// or moves them to an archive class (Transition.Archive; S3: GLACIER,
+// DEEP_ARCHIVE) from which a claim cannot read them.
 //
 // Errors: claimcheck.ErrConfig for ours not all starting with idPrefix, an
 // empty idPrefix, duplicate IDs or more than MaxRules rules in all.
-func Merge(existing, ours []types.LifecycleRule, idPrefix string) (*MergeResult, error) {
+func Merge(existing, ours []Rule, idPrefix string) (*MergeResult, error) {
 	if idPrefix == "" {
 		return nil, fmt.Errorf("lifecycle: empty rule ID prefix would make every rule ours: %w", claimcheck.ErrConfig)
 	}
-	type ourRule struct {
-		rule   types.LifecycleRule
-		prefix string
-		days   int
-	}
-	want := make([]ourRule, 0, len(ours))
+	want := make([]Rule, 0, len(ours))
 	seen := map[string]bool{}
 	for _, r := range ours {
-		id := deref(r.ID)
+		id := r.ID
 		if !strings.HasPrefix(id, idPrefix) {
 			return nil, fmt.Errorf("lifecycle: our rule %q does not start with the ID prefix %q: %w", id, idPrefix, claimcheck.ErrConfig)
 		}
@@ -111,19 +104,14 @@ func Merge(existing, ours []types.LifecycleRule, idPrefix string) (*MergeResult,
 			return nil, fmt.Errorf("lifecycle: two of our rules have the ID %q: %w", id, claimcheck.ErrConfig)
 		}
 		seen[id] = true
-		prefix, _ := filterPrefix(r)
-		days := 0
-		if r.Expiration != nil && r.Expiration.Days != nil {
-			days = int(*r.Expiration.Days)
-		}
-		want = append(want, ourRule{r, prefix, days})
+		want = append(want, r)
 	}
 
 	res := &MergeResult{Foreign: []string{}, Added: []string{}, Replaced: []string{}, Unchanged: []string{}, Removed: []string{}}
-	old := map[string]types.LifecycleRule{}
+	old := map[string]Rule{}
 	var conflicts []error
 	for i, r := range existing {
-		id := deref(r.ID)
+		id := r.ID
 		if id != "" && strings.HasPrefix(id, idPrefix) {
 			old[id] = r
 			if !seen[id] {
@@ -137,19 +125,15 @@ func Merge(existing, ours []types.LifecycleRule, idPrefix string) (*MergeResult,
 		}
 		res.Foreign = append(res.Foreign, name)
 		res.Rules = append(res.Rules, r)
-		if r.Status != types.ExpirationStatusEnabled {
+		if r.Disabled || r.Tagged { // claimcheck's objects carry no tags
 			continue
 		}
-		prefix, tagged := filterPrefix(r)
-		if tagged {
-			continue // claimcheck's objects carry no tags
-		}
 		for _, o := range want {
-			if !overlaps(prefix, o.prefix) {
+			if !overlaps(r.Prefix, o.Prefix) {
 				continue
 			}
-			if reason := shortens(r, o.days); reason != "" {
-				conflicts = append(conflicts, &ConflictError{RuleID: id, RuleIndex: i, Prefix: prefix, Ours: o.prefix, Days: o.days, Reason: reason})
+			if reason := shortens(r, o.ExpirationDays); reason != "" {
+				conflicts = append(conflicts, &ConflictError{RuleID: id, RuleIndex: i, Prefix: r.Prefix, Ours: o.Prefix, Days: o.ExpirationDays, Reason: reason})
 			}
 		}
 	}
@@ -157,12 +141,12 @@ func Merge(existing, ours []types.LifecycleRule, idPrefix string) (*MergeResult,
 		return nil, errors.Join(conflicts...)
 	}
 	for _, o := range want {
-		id := deref(o.rule.ID)
-		res.Rules = append(res.Rules, o.rule)
+		id := o.ID
+		res.Rules = append(res.Rules, o)
 		switch prev, ok := old[id]; {
 		case !ok:
 			res.Added = append(res.Added, id)
-		case sameRule(prev, o.rule):
+		case sameRule(prev, o):
 			res.Unchanged = append(res.Unchanged, id)
 		default:
 			res.Replaced = append(res.Replaced, id)
@@ -173,7 +157,7 @@ func Merge(existing, ours []types.LifecycleRule, idPrefix string) (*MergeResult,
 	}
 	ids := map[string]bool{}
 	for _, r := range res.Rules {
-		if id := deref(r.ID); id != "" {
+		if id := r.ID; id != "" {
 			if ids[id] {
 				return nil, fmt.Errorf("lifecycle: two rules of the merged configuration have the ID %q: %w", id, claimcheck.ErrConfig)
 			}
@@ -185,86 +169,41 @@ func Merge(existing, ours []types.LifecycleRule, idPrefix string) (*MergeResult,
 
 // shortens says how rule r would end our objects' readable life before
 // days have passed, or "" if it does not.
-func shortens(r types.LifecycleRule, days int) string {
-	if e := r.Expiration; e != nil {
-		if e.Days != nil && int(*e.Days) < days {
-			return fmt.Sprintf("expires objects after %s", pluralDays(int(*e.Days)))
-		}
-		if e.Date != nil {
-			return "expires objects on a fixed date (" + e.Date.UTC().Format("2006-01-02") + ")"
-		}
+func shortens(r Rule, days int) string {
+	if r.ExpirationDays > 0 && r.ExpirationDays < days {
+		return fmt.Sprintf("expires objects after %s", pluralDays(r.ExpirationDays))
+	}
+	if !r.ExpirationDate.IsZero() {
+		return "expires objects on a fixed date (" + r.ExpirationDate.UTC().Format("2006-01-02") + ")"
 	}
 	for _, t := range r.Transitions {
-		if t.StorageClass != types.TransitionStorageClassGlacier && t.StorageClass != types.TransitionStorageClassDeepArchive {
-			continue // readable at once: STANDARD_IA, ONEZONE_IA, GLACIER_IR, INTELLIGENT_TIERING
+		if !t.Archive {
+			continue // readable at once: S3's STANDARD_IA, ONEZONE_IA, GLACIER_IR, INTELLIGENT_TIERING
 		}
-		if t.Days != nil && int(*t.Days) < days {
-			return fmt.Sprintf("moves objects to %s after %s, where a claim cannot read them until restored", t.StorageClass, pluralDays(int(*t.Days)))
+		if t.Days > 0 && t.Days < days {
+			return fmt.Sprintf("moves objects to %s after %s, where a claim cannot read them until restored", t.StorageClass, pluralDays(t.Days))
 		}
-		if t.Date != nil {
+		if !t.Date.IsZero() {
 			return fmt.Sprintf("moves objects to %s on a fixed date (%s), where a claim cannot read them until restored", t.StorageClass, t.Date.UTC().Format("2006-01-02"))
 		}
 	}
 	return ""
 }
 
-// filterPrefix is the key prefix a rule applies to ("" for the whole
-// bucket) and whether it also requires tags.
-func filterPrefix(r types.LifecycleRule) (prefix string, tagged bool) {
-	if f := r.Filter; f != nil {
-		switch {
-		case f.And != nil:
-			return deref(f.And.Prefix), len(f.And.Tags) > 0
-		case f.Tag != nil:
-			return "", true
-		case f.Prefix != nil:
-			return *f.Prefix, false
-		}
-		return "", false // an empty or size-only filter: every key
-	}
-	//lint:ignore SA1019 a rule written with the top-level Prefix (by another tool) still applies to it
-	return deref(r.Prefix), false
-}
-
 // sameRule reports whether an installed rule of ours already is want: same
 // status, prefix, expiry and abort, and nothing else set.
-func sameRule(got, want types.LifecycleRule) bool {
+func sameRule(got, want Rule) bool {
 	return ruleView(got) == ruleView(want)
 }
 
 type view struct {
-	id, status, prefix string
-	tagged, extra      bool
-	days, abort        int32
+	id, prefix             string
+	disabled, tagged, more bool
+	days, abort            int
 }
 
-func ruleView(r types.LifecycleRule) view {
-	v := view{id: deref(r.ID), status: string(r.Status)}
-	v.prefix, v.tagged = filterPrefix(r)
-	if r.Filter != nil && (r.Filter.ObjectSizeGreaterThan != nil || r.Filter.ObjectSizeLessThan != nil ||
-		(r.Filter.And != nil && (r.Filter.And.ObjectSizeGreaterThan != nil || r.Filter.And.ObjectSizeLessThan != nil))) {
-		v.extra = true
-	}
-	if e := r.Expiration; e != nil {
-		if e.Days != nil {
-			v.days = *e.Days
-		}
-		if e.Date != nil || (e.ExpiredObjectDeleteMarker != nil && *e.ExpiredObjectDeleteMarker) {
-			v.extra = true
-		}
-	}
-	if a := r.AbortIncompleteMultipartUpload; a != nil && a.DaysAfterInitiation != nil {
-		v.abort = *a.DaysAfterInitiation
-	}
-	if len(r.Transitions) > 0 || len(r.NoncurrentVersionTransitions) > 0 || r.NoncurrentVersionExpiration != nil {
-		v.extra = true
-	}
-	return v
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+func ruleView(r Rule) view {
+	return view{id: r.ID, prefix: r.Prefix, disabled: r.Disabled, tagged: r.Tagged,
+		more: r.Sized || !r.ExpirationDate.IsZero() || len(r.Transitions) > 0 || r.Other,
+		days: r.ExpirationDays, abort: r.AbortIncompleteDays}
 }

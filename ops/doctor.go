@@ -8,10 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -28,13 +24,6 @@ const DoctorTenant = "claimcheck-doctor"
 // doctorProbeSize is the size of the store probe: small, and offloaded
 // whatever the inline threshold (the probe store never inlines).
 const doctorProbeSize = 4 << 10
-
-// S3LifecycleReader is the part of *s3.Client that Doctor uses.
-type S3LifecycleReader interface {
-	GetBucketLifecycleConfiguration(ctx context.Context, in *s3.GetBucketLifecycleConfigurationInput, optFns ...func(*s3.Options)) (*s3.GetBucketLifecycleConfigurationOutput, error)
-}
-
-var _ S3LifecycleReader = (*s3.Client)(nil)
 
 // DoctorOptions configure Doctor.
 type DoctorOptions struct {
@@ -53,9 +42,10 @@ type DoctorOptions struct {
 	// Doctor reads (the URL's host names the bucket); file by the sweeper,
 	// which Doctor cannot see. Empty means the default file store.
 	StoreURL string
-	// S3 reads the bucket's lifecycle configuration. Default: the S3
-	// client behind the store (the one `claimcheck lifecycle apply` uses).
-	S3 S3LifecycleReader
+	// Lifecycle reads the bucket's lifecycle configuration. Default: the
+	// store's (lifecycle.ManagerOf, the one `claimcheck lifecycle apply`
+	// uses).
+	Lifecycle lifecycle.Manager
 	// MaxMessageSize is the transport's maximum message size in bytes.
 	// Default pipeline.DefaultMaxMessageSize.
 	MaxMessageSize int64
@@ -404,45 +394,30 @@ func (d *doctor) checkExpiry(ctx context.Context) int {
 			d.rep.add(CheckExpiry+p.prefix, StatusPass, "mem:// store: objects live only as long as this process")
 		}
 		return 0
-	case "s3":
-	default:
+	}
+	m := d.o.Lifecycle
+	if m == nil {
+		m, _ = lifecycle.ManagerOf(d.st)
+	}
+	if m == nil {
 		for _, p := range prefixes {
+			if d.scheme == "s3" {
+				d.rep.add(CheckExpiry+p.prefix, StatusFail, "the s3:// store exposes no S3 client to read its lifecycle configuration with")
+				continue
+			}
 			d.rep.add(CheckExpiry+p.prefix, StatusWarn, "cannot read the lifecycle configuration of a %s:// store here: check by hand that nothing expires %s sooner than %s (\"claimcheck lifecycle --format gcs\" prints the policy)",
 				d.scheme, p.prefix, plural(p.need, "day"))
 		}
 		return 0
 	}
-	client := d.o.S3
-	if client == nil {
-		var c *s3.Client
-		if !d.st.Bucket().As(&c) {
-			for _, p := range prefixes {
-				d.rep.add(CheckExpiry+p.prefix, StatusFail, "the s3:// store exposes no S3 client to read its lifecycle configuration with")
-			}
-			return 0
-		}
-		client = c
-	}
-	out, err := client.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(d.bucket)})
-	var ae smithy.APIError
-	found := true
-	if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchLifecycleConfiguration" {
-		out, err, found = &s3.GetBucketLifecycleConfigurationOutput{}, nil, false
-	}
+	cfg, err := m.ReadLifecycle(ctx, "")
 	if err != nil {
-		what := fmt.Sprintf("store code %v", gcerrors.Code(err))
-		if errors.As(err, &ae) {
-			what = ae.ErrorCode()
-		}
-		if ae != nil && ae.ErrorCode() == "AccessDenied" {
-			what = "ACCESS DENIED (allow s3:GetLifecycleConfiguration)"
-		}
 		for _, p := range prefixes {
-			d.rep.add(CheckExpiry+p.prefix, StatusFail, "cannot read the lifecycle configuration of bucket %s: %s, so the expiry of %s is unknown", d.bucket, what, p.prefix)
+			d.rep.add(CheckExpiry+p.prefix, StatusFail, "cannot read the lifecycle configuration of bucket %s: %s, so the expiry of %s is unknown", d.bucket, lifecycleErrText(err), p.prefix)
 		}
 		return 0
 	}
-	rows, shortest := expiryRows(out.Rules, found, d.bucket, d.st.Namespace(), r)
+	rows, shortest := expiryRows(cfg.Rules, cfg.Found, d.bucket, d.st.Namespace(), r)
 	d.rep.Checks = append(d.rep.Checks, rows...)
 	return shortest
 }
@@ -453,7 +428,7 @@ func (d *doctor) checkExpiry(ctx context.Context) int {
 // payloads/ and results/, against the lifetimes r requires; and the
 // shortest expiry, in days, of any rule reaching payloads/ (0: none). Doctor
 // and StartupExpiry both judge by it.
-func expiryRows(rules []types.LifecycleRule, found bool, bucket, ns string, r *claimcheck.Retention) ([]Check, int) {
+func expiryRows(rules []lifecycle.Rule, found bool, bucket, ns string, r *claimcheck.Retention) ([]Check, int) {
 	rep := &Report{}
 	d := struct {
 		bucket string
@@ -502,24 +477,26 @@ func expiryRows(rules []types.LifecycleRule, found bool, bucket, ns string, r *c
 // abortRule is the shortest AbortIncompleteMultipartUpload of the enabled
 // rules covering every upload under prefix (an ancestor prefix, no tag
 // or size condition), in days, and that rule's name; 0 when none does.
-func abortRule(rules []types.LifecycleRule, prefix string) (int, string) {
+func abortRule(rules []lifecycle.Rule, prefix string) (int, string) {
 	best, name := 0, ""
 	for i, r := range rules {
-		if r.Status != types.ExpirationStatusEnabled || r.AbortIncompleteMultipartUpload == nil || r.AbortIncompleteMultipartUpload.DaysAfterInitiation == nil {
+		if r.Disabled || r.Tagged || r.Sized || !strings.HasPrefix(prefix, r.Prefix) {
 			continue
 		}
-		rp, tagged, sized := ruleFilter(r)
-		if tagged || sized || !strings.HasPrefix(prefix, rp) {
-			continue
-		}
-		if days := int(*r.AbortIncompleteMultipartUpload.DaysAfterInitiation); days > 0 && (best == 0 || days < best) {
-			best, name = days, fmt.Sprintf("%q", aws.ToString(r.ID))
-			if aws.ToString(r.ID) == "" {
-				name = fmt.Sprintf("#%d (no ID)", i+1)
-			}
+		if days := r.AbortIncompleteDays; days > 0 && (best == 0 || days < best) {
+			best, name = days, ruleName(r, i)
 		}
 	}
 	return best, name
+}
+
+// ruleName is how a report names rule r, the i-th of its bucket: its ID
+// quoted, or "#N (no ID)".
+func ruleName(r lifecycle.Rule, i int) string {
+	if r.ID == "" {
+		return fmt.Sprintf("#%d (no ID)", i+1)
+	}
+	return fmt.Sprintf("%q", r.ID)
 }
 
 // checkDeadLetter checks the pipeline's dead-letter retention against the
@@ -573,75 +550,47 @@ type expiryEval struct {
 // (claimcheck never tags objects) and its prefix overlaps; it covers them
 // all when its prefix is an ancestor of prefix and it has no size
 // condition. S3 acts on the earliest of overlapping expirations.
-func evaluateExpiry(rules []types.LifecycleRule, prefix string, need int) expiryEval {
+func evaluateExpiry(rules []lifecycle.Rule, prefix string, need int) expiryEval {
 	var e expiryEval
 	for i, r := range rules {
-		if r.Status != types.ExpirationStatusEnabled {
+		rp := r.Prefix
+		if r.Disabled || r.Tagged || !(strings.HasPrefix(rp, prefix) || strings.HasPrefix(prefix, rp)) {
 			continue
 		}
-		rp, tagged, sized := ruleFilter(r)
-		if tagged || !(strings.HasPrefix(rp, prefix) || strings.HasPrefix(prefix, rp)) {
-			continue
-		}
-		name := fmt.Sprintf("%q", aws.ToString(r.ID))
-		if aws.ToString(r.ID) == "" {
-			name = fmt.Sprintf("#%d (no ID)", i+1)
-		}
+		name := ruleName(r, i)
 		before := len(e.problems)
 		scope := "on the whole bucket"
 		if rp != "" {
 			scope = fmt.Sprintf("on %q", rp)
 		}
-		if x := r.Expiration; x != nil {
-			if x.Days != nil {
-				days := int(*x.Days)
-				if e.shortest == 0 || days < e.shortest {
-					e.shortest = days
-				}
-				if strings.HasPrefix(prefix, rp) && !sized && (e.cover == 0 || days < e.cover) {
-					e.cover, e.coverRule = days, name
-				}
-				if days < need {
-					e.problems = append(e.problems, fmt.Sprintf("rule %s, %s, expires objects after %s", name, scope, plural(days, "day")))
-				}
+		if days := r.ExpirationDays; days > 0 {
+			if e.shortest == 0 || days < e.shortest {
+				e.shortest = days
 			}
-			if x.Date != nil {
-				e.problems = append(e.problems, fmt.Sprintf("rule %s, %s, expires objects on a fixed date (%s)", name, scope, x.Date.UTC().Format("2006-01-02")))
+			if strings.HasPrefix(prefix, rp) && !r.Sized && (e.cover == 0 || days < e.cover) {
+				e.cover, e.coverRule = days, name
+			}
+			if days < need {
+				e.problems = append(e.problems, fmt.Sprintf("rule %s, %s, expires objects after %s", name, scope, plural(days, "day")))
 			}
 		}
+		if !r.ExpirationDate.IsZero() {
+			e.problems = append(e.problems, fmt.Sprintf("rule %s, %s, expires objects on a fixed date (%s)", name, scope, r.ExpirationDate.UTC().Format("2006-01-02")))
+		}
 		for _, t := range r.Transitions {
-			if t.StorageClass != types.TransitionStorageClassGlacier && t.StorageClass != types.TransitionStorageClassDeepArchive {
+			if !t.Archive {
 				continue // readable at once
 			}
-			if t.Days != nil && int(*t.Days) < need {
-				e.problems = append(e.problems, fmt.Sprintf("rule %s, %s, moves objects to %s after %s, where a claim cannot read them", name, scope, t.StorageClass, plural(int(*t.Days), "day")))
+			if t.Days > 0 && t.Days < need {
+				e.problems = append(e.problems, fmt.Sprintf("rule %s, %s, moves objects to %s after %s, where a claim cannot read them", name, scope, t.StorageClass, plural(t.Days, "day")))
 			}
-			if t.Date != nil {
+			if !t.Date.IsZero() {
 				e.problems = append(e.problems, fmt.Sprintf("rule %s, %s, moves objects to %s on a fixed date", name, scope, t.StorageClass))
 			}
 		}
-		if len(e.problems) > before && !strings.HasPrefix(aws.ToString(r.ID), lifecycle.IDPrefix) {
+		if len(e.problems) > before && !strings.HasPrefix(r.ID, lifecycle.IDPrefix) {
 			e.foreign = true
 		}
 	}
 	return e
-}
-
-// ruleFilter is a rule's key prefix ("" for the whole bucket), whether it
-// also requires tags, and whether it has a size condition.
-func ruleFilter(r types.LifecycleRule) (prefix string, tagged, sized bool) {
-	f := r.Filter
-	if f == nil {
-		//lint:ignore SA1019 a rule written with the top-level Prefix (by another tool) still applies to it
-		return aws.ToString(r.Prefix), false, false
-	}
-	switch {
-	case f.And != nil:
-		return aws.ToString(f.And.Prefix), len(f.And.Tags) > 0, f.And.ObjectSizeGreaterThan != nil || f.And.ObjectSizeLessThan != nil
-	case f.Tag != nil:
-		return "", true, false
-	case f.Prefix != nil:
-		return *f.Prefix, false, false
-	}
-	return "", false, f.ObjectSizeGreaterThan != nil || f.ObjectSizeLessThan != nil
 }

@@ -8,52 +8,45 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/lifecycle"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
-func rule(id, prefix string, days int32) types.LifecycleRule {
-	return types.LifecycleRule{ID: aws.String(id), Status: types.ExpirationStatusEnabled,
-		Filter: &types.LifecycleRuleFilter{Prefix: aws.String(prefix)}, Expiration: &types.LifecycleExpiration{Days: aws.Int32(days)}}
+func rule(id, prefix string, days int) lifecycle.Rule {
+	return lifecycle.Rule{ID: id, Prefix: prefix, ExpirationDays: days}
 }
 
 func TestEvaluateExpiry(t *testing.T) {
 	t.Parallel()
 	disabled := rule("off", "", 1)
-	disabled.Status = types.ExpirationStatusDisabled
-	tagged := types.LifecycleRule{ID: aws.String("tagged"), Status: types.ExpirationStatusEnabled,
-		Filter:     &types.LifecycleRuleFilter{Tag: &types.Tag{Key: aws.String("tmp"), Value: aws.String("1")}},
-		Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}}
-	glacier := types.LifecycleRule{ID: aws.String("archive"), Status: types.ExpirationStatusEnabled,
-		Filter:      &types.LifecycleRuleFilter{Prefix: aws.String("payloads/")},
-		Transitions: []types.Transition{{Days: aws.Int32(5), StorageClass: types.TransitionStorageClassGlacier}}}
-	dated := types.LifecycleRule{ID: aws.String("dated"), Status: types.ExpirationStatusEnabled,
-		Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")}, Expiration: &types.LifecycleExpiration{Date: aws.Time(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))}}
-	//lint:ignore SA1019 the test writes a rule as older tools did, with the top-level Prefix
-	legacy := types.LifecycleRule{ID: aws.String("legacy"), Status: types.ExpirationStatusEnabled, Prefix: aws.String("pay"),
-		Expiration: &types.LifecycleExpiration{Days: aws.Int32(30)}}
+	disabled.Disabled = true
+	tagged := lifecycle.Rule{ID: "tagged", Tagged: true, ExpirationDays: 1}
+	glacier := lifecycle.Rule{ID: "archive", Prefix: "payloads/", Transitions: []lifecycle.Transition{{Days: 5, StorageClass: "GLACIER", Archive: true}}}
+	readable := lifecycle.Rule{ID: "ia", Prefix: "payloads/", Transitions: []lifecycle.Transition{{Days: 1, StorageClass: "GLACIER_IR"}}}
+	dated := lifecycle.Rule{ID: "dated", ExpirationDate: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	short := rule("pay", "pay", 30) // a shorter prefix covering ours
 	for _, tc := range []struct {
 		name            string
-		rules           []types.LifecycleRule
+		rules           []lifecycle.Rule
 		cover, shortest int
 		problems        []string
 	}{
 		{"none", nil, 0, 0, nil},
-		{"ours", []types.LifecycleRule{rule("claimcheck-payloads", "payloads/", 23), rule("claimcheck-results", "results/", 60)}, 23, 23, nil},
-		{"ours too short", []types.LifecycleRule{rule("claimcheck-payloads", "payloads/", 1)}, 1, 1, []string{`rule "claimcheck-payloads", on "payloads/", expires objects after 1 day`}},
-		{"whole bucket", []types.LifecycleRule{rule("all", "", 90), rule("claimcheck-payloads", "payloads/", 23)}, 23, 23, nil},
-		{"narrower and shorter", []types.LifecycleRule{rule("claimcheck-payloads", "payloads/", 23), rule("acme", "payloads/acme/", 2)}, 23, 2,
+		{"ours", []lifecycle.Rule{rule("claimcheck-payloads", "payloads/", 23), rule("claimcheck-results", "results/", 60)}, 23, 23, nil},
+		{"ours too short", []lifecycle.Rule{rule("claimcheck-payloads", "payloads/", 1)}, 1, 1, []string{`rule "claimcheck-payloads", on "payloads/", expires objects after 1 day`}},
+		{"whole bucket", []lifecycle.Rule{rule("all", "", 90), rule("claimcheck-payloads", "payloads/", 23)}, 23, 23, nil},
+		{"narrower and shorter", []lifecycle.Rule{rule("claimcheck-payloads", "payloads/", 23), rule("acme", "payloads/acme/", 2)}, 23, 2,
 			[]string{`rule "acme", on "payloads/acme/", expires objects after 2 days`}},
-		{"other prefix", []types.LifecycleRule{rule("logs", "logs/", 1)}, 0, 0, nil},
-		{"disabled and tagged ignored", []types.LifecycleRule{disabled, tagged}, 0, 0, nil},
-		{"archive", []types.LifecycleRule{glacier}, 0, 0, []string{`rule "archive", on "payloads/", moves objects to GLACIER after 5 days, where a claim cannot read them`}},
-		{"fixed date", []types.LifecycleRule{dated}, 0, 0, []string{`rule "dated", on the whole bucket, expires objects on a fixed date (2027-01-01)`}},
-		{"deprecated prefix", []types.LifecycleRule{legacy}, 30, 30, nil},
+		{"other prefix", []lifecycle.Rule{rule("logs", "logs/", 1)}, 0, 0, nil},
+		{"disabled and tagged ignored", []lifecycle.Rule{disabled, tagged}, 0, 0, nil},
+		{"archive", []lifecycle.Rule{glacier}, 0, 0, []string{`rule "archive", on "payloads/", moves objects to GLACIER after 5 days, where a claim cannot read them`}},
+		{"fixed date", []lifecycle.Rule{dated}, 0, 0, []string{`rule "dated", on the whole bucket, expires objects on a fixed date (2027-01-01)`}},
+		{"readable transition", []lifecycle.Rule{readable}, 0, 0, nil},
+		{"shorter prefix", []lifecycle.Rule{short}, 30, 30, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := evaluateExpiry(tc.rules, "payloads/", 22)

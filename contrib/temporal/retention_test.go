@@ -67,7 +67,11 @@ func TestCheckRetentionS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lifecycle.Apply(t.Context(), b.Client, b.Name, lifecycle.FromRetention(short).InNamespace(store.Namespace()), nil); err != nil {
+	m, err := lifecycle.ManagerOf(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lifecycle.Apply(t.Context(), m, lifecycle.FromRetention(short).InNamespace(store.Namespace()), nil); err != nil {
 		t.Fatalf("apply a 6-day policy: %v", err)
 	}
 	err = d.CheckRetention(t.Context(), r)
@@ -75,7 +79,7 @@ func TestCheckRetentionS3(t *testing.T) {
 		t.Fatalf("CheckRetention against 6-day rules = %v, want ErrConfig naming 41 days", err)
 	}
 	t.Logf("refused: %v", err)
-	if _, err := lifecycle.Apply(t.Context(), b.Client, b.Name, lifecycle.FromRetention(r).InNamespace(store.Namespace()), nil); err != nil {
+	if _, err := lifecycle.Apply(t.Context(), m, lifecycle.FromRetention(r).InNamespace(store.Namespace()), nil); err != nil {
 		t.Fatalf("apply the driver's policy: %v", err)
 	}
 	// StartupExpiry reads a bucket's rules once per process: a new store

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/spf13/cobra"
 
 	"github.com/claimcheck/claimcheck"
@@ -20,7 +19,6 @@ type lifecycleApplyOptions struct {
 	in     *retentionFlags // lifecycle's
 	dryRun bool
 	r      *claimcheck.Retention // the sum, made by Validate
-	bucket string                // --store's bucket, read by Validate
 }
 
 // Validate adds up the retention flags and checks --store is an S3 bucket.
@@ -32,7 +30,6 @@ func (o *lifecycleApplyOptions) Validate() (err error) {
 	if err != nil || u.Scheme != "s3" || u.Host == "" {
 		return usagef("lifecycle apply needs an S3 store: --store s3://BUCKET?region=... (or CLAIMCHECK_STORE); for Cloud Storage install the policy \"claimcheck lifecycle --format gcs\" prints; the file store has no lifecycle engine: run \"claimcheck sweep --expire-payloads ... --expire-results ...\"")
 	}
-	o.bucket = u.Host
 	return nil
 }
 
@@ -64,11 +61,11 @@ func (o *lifecycleApplyOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer store.Close()
-	var client *s3.Client
-	if !store.Bucket().As(&client) {
-		return fmt.Errorf("lifecycle apply: the s3:// store exposes no S3 client")
+	m, err := lifecycle.ManagerOf(store)
+	if err != nil {
+		return fmt.Errorf("lifecycle apply: %w", err)
 	}
-	res, err := lifecycle.Apply(ctx, client, o.bucket, lifecycle.FromRetention(r).InNamespace(store.Namespace()), &lifecycle.ApplyOptions{DryRun: o.dryRun})
+	res, err := lifecycle.Apply(ctx, m, lifecycle.FromRetention(r).InNamespace(store.Namespace()), &lifecycle.ApplyOptions{DryRun: o.dryRun})
 	if err != nil {
 		return err
 	}

@@ -114,6 +114,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/ctxio"
+	"github.com/claimcheck/claimcheck/lifecycle"
 )
 
 func init() { claimcheck.RegisterStoreDriver(s3blob.Scheme, driver{}) }
@@ -140,6 +141,7 @@ func (driver) OpenBucket(ctx context.Context, u *url.URL) (*blob.Bucket, claimch
 		// options' shared credentials provider (a data race with requests
 		// in flight on the original client).
 		h.upClient = newUploadClient(c)
+		h.lifecycle = NewLifecycleManager(c, u.Host)
 	}
 	return b, h, nil
 }
@@ -161,6 +163,8 @@ type hooks struct {
 	up     s3Upload
 
 	upClient *s3.Client // check-ins' uploads (uploadClient); nil: the bucket's client
+
+	lifecycle lifecycle.Manager // the bucket's (LifecycleManager); nil for a bucket given to NewStore
 }
 
 const (
