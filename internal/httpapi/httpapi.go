@@ -396,11 +396,11 @@ func summary(t *claimcheck.Ticket) TicketSummary {
 
 // Submitted answers a submit.
 type Submitted struct {
-	ID          int64         `json:"id"`
-	Kind        string        `json:"kind"`
-	Tenant      string        `json:"tenant"`
-	Duplicate   bool          `json:"duplicate"`
-	TicketBytes int           `json:"ticket_bytes"`
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	Tenant      string `json:"tenant"`
+	Duplicate   bool   `json:"duplicate"`
+	TicketBytes int    `json:"ticket_bytes"`
 	// Ticket is the job's ticket: with attachments, its manifest's.
 	Ticket TicketSummary `json:"ticket"`
 	// Store is the named store the documents went to; absent for the
