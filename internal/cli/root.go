@@ -186,7 +186,7 @@ in the data directory.`,
 	f.StringVar(&g.logLevel, "log-level", envOr("CLAIMCHECK_LOG_LEVEL", ""), "log the job engine and workers to standard error at debug, info, warn or error (env CLAIMCHECK_LOG_LEVEL; default off)")
 	_ = root.RegisterFlagCompletionFunc("log-level", completeWords("debug", "info", "warn", "error"))
 	root.AddCommand(
-		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
+		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newCancel(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
 		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g), newVersion(g),
 	)
 	return root, g
