@@ -188,4 +188,3 @@ func (f *fixture) mustTicketKey(id int64) string {
 	}
 	return j.Ticket().Key
 }
-
