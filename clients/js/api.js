@@ -485,8 +485,13 @@ export class Claim {
    * at its end unless the bytes have the claim's SHA-256 and size.
    */
   async openPayload() {
-    const resp = await this.client.request('GET', this.path('payload'));
-    const v = verifierFor(resp, Buffer.from(this.payload.sha256, 'hex'), this.payload.size);
+    return this.openVerified('payload', this.payload);
+  }
+
+  /** The body of GET op below the lease, verified against ticket t's SHA-256 and size. */
+  async openVerified(op, t) {
+    const resp = await this.client.request('GET', this.path(op));
+    const v = verifierFor(resp, Buffer.from(t.sha256, 'hex'), t.size);
     const body = Readable.fromWeb(resp.body);
     body.on('error', (e) => v.destroy(e));
     return body.pipe(v);
@@ -501,11 +506,7 @@ export class Claim {
   async openAttachment(name) {
     const a = this.attachments[name];
     if (!a) throw new Error(`the claim has no attachment ${JSON.stringify(name)}`);
-    const resp = await this.client.request('GET', this.path(`attachments/${encodeURIComponent(name)}`));
-    const v = verifierFor(resp, Buffer.from(a.sha256, 'hex'), a.size);
-    const body = Readable.fromWeb(resp.body);
-    body.on('error', (e) => v.destroy(e));
-    return body.pipe(v);
+    return this.openVerified(`attachments/${encodeURIComponent(name)}`, a);
   }
 
   /** Renew the lease for another lease_seconds; rejects with APIError 404 lease-not-found once it ran out. */

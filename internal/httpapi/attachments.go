@@ -12,10 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net/http"
-	"sort"
+	"slices"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/pipeline"
@@ -129,11 +130,7 @@ type NamedTicket struct {
 // Errors: Verify's (a missing attachment is claimcheck.ErrPayloadMissing),
 // naming the attachment.
 func verifyAttachments(ctx context.Context, job *claimcheck.Job) ([]NamedTicket, error) {
-	names := make([]string, 0, len(job.Attachments))
-	for n := range job.Attachments {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(job.Attachments))
 	out := make([]NamedTicket, 0, len(names))
 	for _, n := range names {
 		if err := job.Attachments[n].Verify(ctx); err != nil {
