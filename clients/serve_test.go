@@ -47,6 +47,9 @@ func newDeployment(t *testing.T, db func(testing.TB) string) *deployment {
 	t.Helper()
 	dir := t.TempDir()
 	d := &deployment{t: t, data: filepath.Join(dir, "data"), database: db(t), objects: filepath.Join(dir, "objects")}
+	if err := os.MkdirAll(d.objects+"-cold", 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(d.objects, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +58,8 @@ func newDeployment(t *testing.T, db func(testing.TB) string) *deployment {
 }
 
 func (d *deployment) args(args ...string) []string {
-	return append([]string{"--data", d.data, "--database", d.database, "--store", "file://" + d.objects}, args...)
+	// A named store beside the default, for submits naming it (store=cold).
+	return append([]string{"--data", d.data, "--database", d.database, "--store", "file://" + d.objects, "--store", "cold=file://" + d.objects + "-cold"}, args...)
 }
 
 // claimcheck runs the command in-process on the deployment and returns

@@ -11,7 +11,7 @@
 //
 // Node.js 20+: fetch, crypto and streams only.
 
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -139,6 +139,28 @@ async function measure(body) {
 }
 
 /**
+ * A multipart/form-data body of measured parts ({name, m, contentType}),
+ * streamed part after part: {boundary, size, open()}.
+ */
+function multipart(parts) {
+  const boundary = `claimcheck-${randomBytes(16).toString('hex')}`;
+  const heads = parts.map((p) => Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"\r\n`
+    + `Content-Type: ${p.contentType || 'application/octet-stream'}\r\nContent-Digest: ${contentDigest(p.m.sha256)}\r\n\r\n`));
+  const crlf = Buffer.from('\r\n');
+  const end = Buffer.from(`--${boundary}--\r\n`);
+  const size = parts.reduce((n, p, i) => n + heads[i].length + p.m.size + crlf.length, end.length);
+  async function* body() {
+    for (const [i, p] of parts.entries()) {
+      yield heads[i];
+      for await (const b of p.m.open()) if (b.length > 0) yield b;
+      yield crlf;
+    }
+    yield end;
+  }
+  return { boundary, size, open: () => Readable.from(body()) };
+}
+
+/**
  * A client of one `claimcheck serve`. baseUrl defaults to
  * $CLAIMCHECK_API_URL (e.g. http://127.0.0.1:8080), token to
  * $CLAIMCHECK_API_TOKEN (from `claimcheck tokens create`; none needed on
@@ -206,7 +228,9 @@ export class Client {
       if (m == null) return await this.json(method, path, { query, headers: { ...h, 'content-length': '0' } });
       h['content-length'] = String(m.size);
       h['content-digest'] = contentDigest(sha256 ?? m.sha256);
-      return await this.json(method, path, { query, headers: h, body: m.open() });
+      // An empty body goes as none: undici fails a 0-byte stream body
+      // the server answers before reading (UND_ERR_SOCKET).
+      return await this.json(method, path, { query, headers: h, body: m.size > 0 ? m.open() : undefined });
     } finally {
       await m?.cleanup();
     }
@@ -219,17 +243,42 @@ export class Client {
    * gives the digest the caller already has), then streams it with
    * Content-Length and Content-Digest; the server enqueues nothing unless
    * the bytes it got have that digest. Resolves to the answer (Submitted:
-   * id, kind, tenant, duplicate, ticket_bytes, ticket). Rejects with
-   * APIError: 422 digest-mismatch, 409 idempotency-conflict, 413
-   * payload-too-large, 403 ticket-forbidden, ... opts.traceparent (and
-   * opts.tracestate), the W3C trace context of the caller's span, make the
-   * job join the caller's trace.
+   * id, kind, tenant, duplicate, ticket_bytes, ticket, store,
+   * attachments). Rejects with APIError: 422 digest-mismatch, 409
+   * idempotency-conflict, 413 payload-too-large, 403 ticket-forbidden, 422
+   * payload-empty (an empty payload or attachment without allowEmpty),
+   * 422 store-not-configured, ...
+   *
+   * opts.store names the server's store the documents go to (serve's
+   * --store NAME=URL). opts.attachments, instead of a payload (payload
+   * null), are the job's named documents (submit --attach NAME=FILE): an
+   * object of name → body, body as payload or {body, contentType}; each is
+   * measured as a payload is, then all are streamed as one
+   * multipart/form-data body, each part with its Content-Digest; the
+   * server enqueues the job only if every one is stored (400
+   * ticket-invalid for a bad name).
    */
-  async submit(payload, kind, tenant, { idempotencyKey, contentType, priority, maxAttempts, sha256, traceparent, tracestate } = {}) {
+  async submit(payload, kind, tenant, { idempotencyKey, contentType, priority, maxAttempts, sha256, allowEmpty, store, attachments, traceparent, tracestate } = {}) {
     const headers = traceHeaders(traceparent, tracestate);
     if (idempotencyKey != null) headers['idempotency-key'] = idempotencyKey;
-    const query = [['kind', kind], ['tenant', tenant], ['priority', priority], ['max_attempts', maxAttempts]];
-    return this.sendBody('POST', '/v1/jobs', payload, { query, headers, contentType, sha256 });
+    const query = [['kind', kind], ['tenant', tenant], ['priority', priority], ['max_attempts', maxAttempts],
+      ['allow_empty', allowEmpty ? 'true' : null], ['store', store]];
+    if (attachments == null) return this.sendBody('POST', '/v1/jobs', payload, { query, headers, contentType, sha256 });
+    if (payload != null) throw new Error('give a payload or attachments, not both');
+    const parts = [];
+    try {
+      for (const [name, v] of Object.entries(attachments)) {
+        const withType = v != null && typeof v === 'object' && 'body' in v;
+        parts.push({ name, contentType: withType ? v.contentType : null, m: await measure(withType ? v.body : v) });
+        query.push(['attach', name]);
+      }
+      const mp = multipart(parts);
+      headers['content-type'] = `multipart/form-data; boundary=${mp.boundary}`;
+      headers['content-length'] = String(mp.size);
+      return await this.json('POST', '/v1/jobs', { query, headers, body: mp.open() });
+    } finally {
+      for (const p of parts) await p.m?.cleanup();
+    }
   }
 
   /** The job (schema Job: id, kind, tenant, state, dead, attempts, max_attempts, reason, error, created_at, finalized_at, has_result). */
@@ -430,6 +479,8 @@ export class Claim {
     this.leaseExpiresAt = doc.lease_expires_at;
     this.job = doc.job;
     this.payload = doc.payload;
+    /** The job's attachments by name (ticket summaries), empty without. */
+    this.attachments = Object.fromEntries((doc.attachments || []).map((a) => [a.name, a]));
     this.extensions = 0; // leases renewed while the handler ran
     this.lost = null; // the APIError of an extension that found the lease gone
     // The job's W3C trace context (the claim's traceparent and tracestate
@@ -458,11 +509,28 @@ export class Claim {
    * at its end unless the bytes have the claim's SHA-256 and size.
    */
   async openPayload() {
-    const resp = await this.client.request('GET', this.path('payload'), { headers: this.traceHeaders() });
-    const v = verifierFor(resp, Buffer.from(this.payload.sha256, 'hex'), this.payload.size);
+    return this.openVerified('payload', this.payload);
+  }
+
+  /** The body of GET op below the lease, verified against ticket t's SHA-256 and size. */
+  async openVerified(op, t) {
+    const resp = await this.client.request('GET', this.path(op), { headers: this.traceHeaders() });
+    const v = verifierFor(resp, Buffer.from(t.sha256, 'hex'), t.size);
     const body = Readable.fromWeb(resp.body);
     body.on('error', (e) => v.destroy(e));
     return body.pipe(v);
+  }
+
+  /**
+   * The verified attachment name as a Readable, checked against the
+   * claim's SHA-256 and size for it as openPayload is. Rejects for a name
+   * the claim does not list, with APIError 404 lease-not-found once the
+   * lease is gone.
+   */
+  async openAttachment(name) {
+    const a = this.attachments[name];
+    if (!a) throw new Error(`the claim has no attachment ${JSON.stringify(name)}`);
+    return this.openVerified(`attachments/${encodeURIComponent(name)}`, a);
   }
 
   /** Renew the lease for another lease_seconds; rejects with APIError 404 lease-not-found once it ran out. */

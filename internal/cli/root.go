@@ -188,7 +188,7 @@ in the data directory.`,
 	f.StringVar(&g.logFormat, "log-format", envOr("CLAIMCHECK_LOG_FORMAT", "text"), "log lines as text (key=value) or json, one object a line (env CLAIMCHECK_LOG_FORMAT)")
 	_ = root.RegisterFlagCompletionFunc("log-format", completeWords("text", "json"))
 	root.AddCommand(
-		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
+		newSubmit(g), newWork(g), newRun(g), newJobs(g), newResult(g), newInspect(g), newCancel(g), newDead(g), newBench(g), newURL(g), newServe(g), newMigrate(g), newTokens(g),
 		newRetention(g), newLifecycle(g), newSweep(g), newDoctor(g), newVerify(g), newRelay(g), newKeys(g), newVersion(g),
 	)
 	return root, g

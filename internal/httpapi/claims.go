@@ -57,8 +57,12 @@ type lease struct {
 	tenant  string
 	attempt int
 	payload *claimcheck.Payload
-	seconds int
-	trace   propagation.MapCarrier // the attempt's W3C trace context: traceparent, tracestate
+	// attachments are the job's, verified, by name; atts lists them for
+	// the claim.
+	attachments map[string]*claimcheck.Payload
+	atts        []NamedTicket
+	seconds     int
+	trace       propagation.MapCarrier // the attempt's W3C trace context: traceparent, tracestate
 
 	mu       sync.Mutex
 	expires  time.Time
@@ -94,6 +98,10 @@ type Claim struct {
 	LeaseExpiresAt time.Time     `json:"lease_expires_at"`
 	Job            ClaimedJob    `json:"job"`
 	Payload        TicketSummary `json:"payload"`
+	// Attachments are the job's named documents, by name (absent for a
+	// job without): fetch each from
+	// /v1/claims/{lease}/attachments/{name}.
+	Attachments []NamedTicket `json:"attachments,omitempty"`
 }
 
 // ClaimedJob is the job a claim holds.
@@ -109,7 +117,7 @@ func (l *lease) claim() Claim {
 	exp := l.expires
 	l.mu.Unlock()
 	return Claim{Lease: l.id, LeaseSeconds: l.seconds, LeaseExpiresAt: exp.UTC(),
-		Job: ClaimedJob{ID: l.jobID, Kind: l.kind, Tenant: l.tenant, Attempt: l.attempt}, Payload: summary(l.payload.Ticket())}
+		Job: ClaimedJob{ID: l.jobID, Kind: l.kind, Tenant: l.tenant, Attempt: l.attempt}, Payload: summary(l.payload.Ticket()), Attachments: l.atts}
 }
 
 // OutcomeJSON answers a complete and a fail: what the attempt came to.
@@ -375,6 +383,11 @@ func (d *dispatcher) Handle(ctx context.Context, job *claimcheck.Job) (*claimche
 		c.ch <- nil
 		return nil, err
 	}
+	atts, err := verifyAttachments(ctx, job)
+	if err != nil {
+		c.ch <- nil
+		return nil, err
+	}
 	id, err := strconv.ParseInt(job.ID, 10, 64)
 	if err != nil {
 		c.ch <- nil
@@ -383,7 +396,7 @@ func (d *dispatcher) Handle(ctx context.Context, job *claimcheck.Job) (*claimche
 	var b [16]byte
 	rand.Read(b[:])
 	l := &lease{id: hex.EncodeToString(b[:]), jobID: id, kind: job.Kind, tenant: job.Tenant, attempt: job.Attempt, payload: job.Payload,
-		seconds: int(a.o.Lease / time.Second), expires: time.Now().Add(a.o.Lease),
+		attachments: job.Attachments, atts: atts, seconds: int(a.o.Lease / time.Second), expires: time.Now().Add(a.o.Lease),
 		extended: make(chan struct{}, 1), finish: make(chan finishing, 1), outcome: make(chan pipeline.Outcome, 1),
 		trace: propagation.MapCarrier{}}
 	traceContext.Inject(ctx, l.trace) // the handler's span: the remote worker continues the job's trace

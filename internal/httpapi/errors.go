@@ -34,6 +34,10 @@ const (
 	// ReasonHeadersTooLarge: the request's headers exceed MaxHeaderBytes;
 	// 431.
 	ReasonHeadersTooLarge = "headers-too-large"
+	// ReasonStoreNotConfigured: a submit's store parameter names no
+	// store of this server (pipeline.ErrStoreNotConfigured: serve's
+	// --store NAME=URL); 422, nothing stored.
+	ReasonStoreNotConfigured = "store-not-configured"
 )
 
 // Error is the JSON body of every refusal and failure.
@@ -87,6 +91,9 @@ func classify(err error) *Error {
 	case errors.Is(err, pipeline.ErrPayloadGone):
 		// A replay refused as `claimcheck dead replay` refuses it.
 		e.Reason, e.Permanent, e.status = claimcheck.ReasonPayloadMissing, true, http.StatusConflict
+		return e
+	case errors.Is(err, pipeline.ErrStoreNotConfigured):
+		e.Reason, e.Permanent, e.status = ReasonStoreNotConfigured, true, http.StatusUnprocessableEntity
 		return e
 	case errors.Is(err, pipeline.ErrJobNotFound):
 		e.Reason, e.Permanent, e.status = ReasonJobNotFound, true, http.StatusNotFound

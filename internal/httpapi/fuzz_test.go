@@ -47,7 +47,7 @@ func FuzzParseContentDigest(f *testing.F) {
 // FuzzParseSubmitQuery: whatever the query, an accepted one has a valid
 // kind and tenant and in-range numbers.
 func FuzzParseSubmitQuery(f *testing.F) {
-	for _, s := range []string{"kind=render&tenant=acme", "kind=render&tenant=acme&priority=4&max_attempts=3", "kind=render&tenant=acme&allow_empty=true", "kind=render&tenant=acme&allow_empty=yes", "kind=a&kind=b&tenant=x", "tenant=%zz", "kind=render&tenant=acme&priority=-1", "&&&", "kind=r%00&tenant=a"} {
+	for _, s := range []string{"kind=render&tenant=acme", "kind=render&tenant=acme&priority=4&max_attempts=3", "kind=render&tenant=acme&allow_empty=true", "kind=render&tenant=acme&allow_empty=yes", "kind=a&kind=b&tenant=x", "tenant=%zz", "kind=render&tenant=acme&priority=-1", "&&&", "kind=r%00&tenant=a", "kind=r&tenant=a&store=cold&attach=a.pdf&attach=b.txt", "kind=r&tenant=a&attach=../x", "kind=r&tenant=a&store=Bad_"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
@@ -61,6 +61,12 @@ func FuzzParseSubmitQuery(f *testing.F) {
 		}
 		if pipeline.ValidateKind(kind) != nil || claimcheck.ValidateTenant(tenant) != nil || prio < 0 || prio > 4 || attempts < 0 || attempts > 100 {
 			t.Fatalf("accepted %q: kind %q tenant %q priority %d attempts %d", q, kind, tenant, prio, attempts)
+		}
+		if sq.Store != "" && pipeline.ValidateStoreName(sq.Store) != nil {
+			t.Fatalf("accepted %q: store %q", q, sq.Store)
+		}
+		if len(sq.Attachments) > 0 && claimcheck.ValidateAttachmentNames(sq.Attachments) != nil {
+			t.Fatalf("accepted %q: attachments %q", q, sq.Attachments)
 		}
 	})
 }

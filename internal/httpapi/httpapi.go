@@ -127,6 +127,7 @@ func (a *API) Routes() []Route {
 		{"POST", "/v1/dead/{id}/replay"},
 		{"POST", "/v1/claims"},
 		{"GET", "/v1/claims/{lease}/payload"},
+		{"GET", "/v1/claims/{lease}/attachments/{name}"},
 		{"POST", "/v1/claims/{lease}/extend"},
 		{"POST", "/v1/claims/{lease}/complete"},
 		{"POST", "/v1/claims/{lease}/fail"},
@@ -160,18 +161,19 @@ func New(o Options) (*API, error) {
 	a := &API{o: o, p: o.Pipeline, log: o.Logger, mux: http.NewServeMux(), dispatchers: map[string]*dispatcher{}, leases: map[string]*lease{}, byJob: map[int64]*lease{}}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	handlers := map[string]func(http.ResponseWriter, *http.Request, *principal) *Error{
-		"POST /v1/jobs":                    a.submit,
-		"GET /v1/jobs":                     a.listJobs,
-		"POST /v1/jobs/{id}/cancel":        a.cancelJob,
-		"GET /v1/dead":                     a.listDead,
-		"POST /v1/dead/{id}/replay":        a.replayDead,
-		"GET /v1/jobs/{id}":                a.getJob,
-		"GET /v1/jobs/{id}/result":         a.getResult,
-		"POST /v1/claims":                  a.claim,
-		"GET /v1/claims/{lease}/payload":   a.leasePayload,
-		"POST /v1/claims/{lease}/extend":   a.extend,
-		"POST /v1/claims/{lease}/complete": a.complete,
-		"POST /v1/claims/{lease}/fail":     a.fail,
+		"POST /v1/jobs":                             a.submit,
+		"GET /v1/jobs":                              a.listJobs,
+		"POST /v1/jobs/{id}/cancel":                 a.cancelJob,
+		"GET /v1/dead":                              a.listDead,
+		"POST /v1/dead/{id}/replay":                 a.replayDead,
+		"GET /v1/jobs/{id}":                         a.getJob,
+		"GET /v1/jobs/{id}/result":                  a.getResult,
+		"POST /v1/claims":                           a.claim,
+		"GET /v1/claims/{lease}/payload":            a.leasePayload,
+		"GET /v1/claims/{lease}/attachments/{name}": a.leaseAttachment,
+		"POST /v1/claims/{lease}/extend":            a.extend,
+		"POST /v1/claims/{lease}/complete":          a.complete,
+		"POST /v1/claims/{lease}/fail":              a.fail,
 	}
 	for _, rt := range a.Routes() {
 		h := handlers[rt.Method+" "+rt.Pattern]
@@ -403,12 +405,19 @@ func summary(t *claimcheck.Ticket) TicketSummary {
 
 // Submitted answers a submit.
 type Submitted struct {
-	ID          int64         `json:"id"`
-	Kind        string        `json:"kind"`
-	Tenant      string        `json:"tenant"`
-	Duplicate   bool          `json:"duplicate"`
-	TicketBytes int           `json:"ticket_bytes"`
-	Ticket      TicketSummary `json:"ticket"`
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	Tenant      string `json:"tenant"`
+	Duplicate   bool   `json:"duplicate"`
+	TicketBytes int    `json:"ticket_bytes"`
+	// Ticket is the job's ticket: with attachments, its manifest's.
+	Ticket TicketSummary `json:"ticket"`
+	// Store is the named store the documents went to; absent for the
+	// default store.
+	Store string `json:"store,omitempty"`
+	// Attachments are the job's attachments' names, in order; absent for
+	// a job without.
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // SubmitQuery is a submit's query, checked by ParseSubmitQuery.
@@ -422,15 +431,24 @@ type SubmitQuery struct {
 	// one is refused with 422 payload-empty (pipeline.ErrEmptyPayload), as
 	// `claimcheck submit` refuses it without --allow-empty.
 	AllowEmpty bool
+	// Store names the pipeline store the job's documents go to
+	// (pipeline.EnqueueOptions.Store, serve's --store NAME=URL;
+	// pipeline.ValidateStoreName); "" for the default store.
+	Store string
+	// Attachments are the attach parameters' names, in order
+	// (claimcheck.ValidateAttachmentNames, as `submit --attach`): the body
+	// is then multipart/form-data, one part per attachment.
+	Attachments []string
 }
 
 // ParseSubmitQuery checks a submit's query string: kind and tenant
-// (required, once each), priority (1-4), max_attempts (1-100) and
-// allow_empty (true or false), optional. Errors: a plain error naming the
-// parameter.
+// (required, once each), priority (1-4), max_attempts (1-100),
+// allow_empty (true or false), store (a store name) and attach
+// (repeatable, attachment names), optional. Errors: a plain error naming
+// the parameter.
 func ParseSubmitQuery(raw string) (SubmitQuery, error) {
 	var sq SubmitQuery
-	q, err := parseQuery(raw, "kind", "tenant", "priority", "max_attempts", "allow_empty")
+	q, err := parseQuery(raw, "kind", "tenant", "priority", "max_attempts", "allow_empty", "store", "attach")
 	if err != nil {
 		return sq, err
 	}
@@ -454,6 +472,20 @@ func ParseSubmitQuery(raw string) (SubmitQuery, error) {
 	}
 	if sq.AllowEmpty, err = boolParam(q, "allow_empty"); err != nil {
 		return SubmitQuery{}, err
+	}
+	if sq.Store, err = one(q, "store", false); err != nil {
+		return SubmitQuery{}, err
+	}
+	if sq.Store != "" {
+		if err = pipeline.ValidateStoreName(sq.Store); err != nil {
+			return SubmitQuery{}, fmt.Errorf("store: %w", err)
+		}
+	}
+	if len(q["attach"]) > 0 {
+		if err = claimcheck.ValidateAttachmentNames(q["attach"]); err != nil {
+			return SubmitQuery{}, fmt.Errorf("attach: %w", err)
+		}
+		sq.Attachments = q["attach"]
 	}
 	return sq, nil
 }
@@ -536,7 +568,8 @@ func truncate(s string, n int) string {
 // submit is POST /v1/jobs. An empty body is refused (422 payload-empty)
 // unless allow_empty=true: from its Content-Length before anything is
 // read, or, for a body of unknown length, at its end, before anything is
-// enqueued (pipeline.NonEmpty).
+// enqueued (pipeline.NonEmpty); with attach parameters, each attachment
+// is checked so (partReader).
 func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *principal) *Error {
 	sq, err := ParseSubmitQuery(r.URL.RawQuery)
 	if err != nil {
@@ -545,29 +578,38 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *principal) *Err
 	if !pr.allows(sq.Tenant) {
 		return pr.forbid(sq.Tenant)
 	}
-	want, hasDigest, err := ParseContentDigest(r.Header.Get("Content-Digest"))
-	if err != nil {
-		return badRequest(err.Error())
+	opts := &pipeline.EnqueueOptions{
+		IdempotencyKey: r.Header.Get("Idempotency-Key"), Priority: sq.Priority, MaxAttempts: sq.MaxAttempts, Store: sq.Store,
 	}
-	idem := r.Header.Get("Idempotency-Key")
-	if a.o.MaxPayloadSize > 0 && r.ContentLength > a.o.MaxPayloadSize {
-		return refusal(http.StatusRequestEntityTooLarge, claimcheck.ReasonPayloadTooLarge,
-			fmt.Sprintf("payload of %d bytes, above the maximum of %d bytes: nothing stored", r.ContentLength, a.o.MaxPayloadSize))
+	var body io.Reader
+	if len(sq.Attachments) > 0 {
+		parts, err := newPartReader(r.Header.Get("Content-Type"), a.body(w, r), sq.Attachments, sq.AllowEmpty)
+		if err != nil {
+			return refusal(http.StatusBadRequest, claimcheck.ReasonTicketInvalid, err.Error())
+		}
+		opts.Attachments = parts.atts
+	} else {
+		want, hasDigest, err := ParseContentDigest(r.Header.Get("Content-Digest"))
+		if err != nil {
+			return badRequest(err.Error())
+		}
+		if a.o.MaxPayloadSize > 0 && r.ContentLength > a.o.MaxPayloadSize {
+			return refusal(http.StatusRequestEntityTooLarge, claimcheck.ReasonPayloadTooLarge,
+				fmt.Sprintf("payload of %d bytes, above the maximum of %d bytes: nothing stored", r.ContentLength, a.o.MaxPayloadSize))
+		}
+		if !sq.AllowEmpty && r.ContentLength == 0 {
+			return classify(fmt.Errorf("request body: %w", pipeline.ErrEmptyPayload))
+		}
+		body = a.body(w, r)
+		if !sq.AllowEmpty {
+			body = pipeline.NonEmpty(body, "request body")
+		}
+		if hasDigest {
+			body = newDigestReader(body, want)
+		}
+		opts.CheckIn = claimcheck.CheckInOptions{ContentType: r.Header.Get("Content-Type")}
 	}
-	if !sq.AllowEmpty && r.ContentLength == 0 {
-		return classify(fmt.Errorf("request body: %w", pipeline.ErrEmptyPayload))
-	}
-	var body io.Reader = a.body(w, r)
-	if !sq.AllowEmpty {
-		body = pipeline.NonEmpty(body, "request body")
-	}
-	if hasDigest {
-		body = newDigestReader(body, want)
-	}
-	res, err := a.p.Enqueue(r.Context(), sq.Kind, sq.Tenant, body, &pipeline.EnqueueOptions{
-		IdempotencyKey: idem, Priority: sq.Priority, MaxAttempts: sq.MaxAttempts,
-		CheckIn: claimcheck.CheckInOptions{ContentType: r.Header.Get("Content-Type")},
-	})
+	res, err := a.p.Enqueue(r.Context(), sq.Kind, sq.Tenant, body, opts)
 	if err != nil {
 		return classify(err)
 	}
@@ -575,7 +617,8 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *principal) *Err
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, Submitted{ID: res.JobID, Kind: sq.Kind, Tenant: sq.Tenant, Duplicate: res.Duplicate, TicketBytes: res.TicketBytes, Ticket: summary(res.Ticket)})
+	writeJSON(w, status, Submitted{ID: res.JobID, Kind: sq.Kind, Tenant: sq.Tenant, Duplicate: res.Duplicate, TicketBytes: res.TicketBytes, Ticket: summary(res.Ticket),
+		Store: sq.Store, Attachments: sq.Attachments})
 	return nil
 }
 

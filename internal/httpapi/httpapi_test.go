@@ -62,6 +62,7 @@ type fixture struct {
 	t      *testing.T
 	p      *pipeline.Pipeline
 	store  *claimcheck.Store
+	cold   *claimcheck.Store // the named store "cold"
 	api    *httpapi.API
 	srv    *httptest.Server
 	tokens *apiauth.Store
@@ -102,12 +103,18 @@ func newFixture(t *testing.T, be backend, o httpapi.Options) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	p, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, Retry: claimcheck.RetryPolicy{Base: 10 * time.Millisecond}})
+	// A named store beside the default one (serve's --store cold=URL).
+	cold, err := claimcheck.OpenStore(ctx, "file://"+filepath.Join(t.TempDir(), "cold"), &claimcheck.Options{Name: "cold", SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cold.Close() })
+	p, err := pipeline.Open(ctx, pipeline.Config{Database: database, Store: store, Stores: []*claimcheck.Store{cold}, Retry: claimcheck.RetryPolicy{Base: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	f := &fixture{t: t, p: p, store: store, tokens: apiauth.New(p.DB()), logs: &logSink{ch: make(chan string, 64)}}
+	f := &fixture{t: t, p: p, store: store, cold: cold, tokens: apiauth.New(p.DB()), logs: &logSink{ch: make(chan string, 64)}}
 	o.Pipeline, o.Tokens = p, f.tokens
 	o.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
 	if f.api, err = httpapi.New(o); err != nil {
@@ -272,6 +279,8 @@ func TestAPI(t *testing.T) {
 			t.Run("LeaseExpires", func(t *testing.T) { testLeaseExpires(t, be) })
 			t.Run("ListCancelReplay", func(t *testing.T) { testListCancelReplay(t, be) })
 			t.Run("LegacyRiverKind", func(t *testing.T) { testLegacyRiverKind(t, be) })
+			t.Run("Attachments", func(t *testing.T) { testAttachments(t, be) })
+			t.Run("NamedStore", func(t *testing.T) { testNamedStore(t, be) })
 		})
 	}
 }

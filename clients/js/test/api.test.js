@@ -265,3 +265,38 @@ test('list jobs, cancel, list dead letters, replay', { skip }, async () => {
   assert.deepEqual((await c.listDead({ kind: k })).jobs, []);
   await assert.rejects(c.cancel(10 ** 15), (e) => e instanceof APIError && e.status === 404 && e.reason === 'job-not-found');
 });
+
+test('allow empty', { skip }, async () => {
+  const c = new Client();
+  const k = kind('empty');
+  await assert.rejects(c.submit('', k, TENANT), (e) => e instanceof APIError && e.status === 422 && e.reason === 'payload-empty');
+  const s = await c.submit('', k, TENANT, { allowEmpty: true });
+  assert.equal(s.ticket.size, 0);
+});
+
+test('attachments and a named store', { skip }, async () => {
+  const c = new Client();
+  const k = kind('attach');
+  const invoice = randomBytes(200_000);
+  const terms = Buffer.from('terms and conditions');
+  const s = await c.submit(null, k, TENANT, {
+    store: 'cold',
+    attachments: { 'invoice.pdf': { body: invoice, contentType: 'application/pdf' }, 'terms.txt': Readable.from([terms]) },
+  });
+  assert.deepEqual([s.attachments, s.store], [['invoice.pdf', 'terms.txt'], 'cold']);
+  assert.equal((await c.job(s.id)).store, 'cold');
+  const got = {};
+  const [, outcome] = await workOne(c, k, async (claim, payload) => {
+    assert.equal((await drain(payload)).length, 0); // no main payload
+    assert.equal(claim.attachments['invoice.pdf'].type, 'application/pdf');
+    for (const name of Object.keys(claim.attachments)) got[name] = await drain(await claim.openAttachment(name));
+    return { body: 'ok', contentType: 'text/plain' };
+  });
+  assert.equal(outcome.state, 'completed');
+  assert.deepEqual(got, { 'invoice.pdf': invoice, 'terms.txt': terms });
+
+  await assert.rejects(c.submit(null, k, TENANT, { attachments: { '../x': 'a' } }), (e) => e instanceof APIError && e.status === 400 && e.reason === 'ticket-invalid');
+  await assert.rejects(c.submit(null, k, TENANT, { attachments: { 'a.txt': 'a', 'b.txt': '' } }), (e) => e instanceof APIError && e.status === 422 && e.reason === 'payload-empty');
+  await assert.rejects(c.submit('x', k, TENANT, { store: 'nowhere' }), (e) => e instanceof APIError && e.status === 422 && e.reason === 'store-not-configured');
+  assert.deepEqual((await c.listJobs({ kind: k })).jobs.map((j) => j.id), [s.id]); // the refusals left no job
+});

@@ -478,16 +478,36 @@ class Client
      * the caller already has), then streams it as the request body with
      * Content-Length and Content-Digest; the server enqueues nothing unless
      * the bytes it got have that digest. Returns the answer (Submitted: id,
-     * kind, tenant, duplicate, ticket_bytes, ticket). Throws ApiError: 422
-     * digest-mismatch, 409 idempotency-conflict, 413 payload-too-large, 403
-     * ticket-forbidden (a tenant the token may not act on), …
+     * kind, tenant, duplicate, ticket_bytes, ticket, store, attachments).
+     * Throws ApiError: 422 digest-mismatch, 409 idempotency-conflict, 413
+     * payload-too-large, 403 ticket-forbidden (a tenant the token may not
+     * act on), 422 payload-empty (an empty payload or attachment without
+     * $allowEmpty), 422 store-not-configured, …
      * $traceparent (and $tracestate), the W3C trace context of the
      * caller's span, make the job join the caller's trace.
      *
-     * @param string|resource $payload
+     * $store names the server's store the documents go to (serve's --store
+     * NAME=URL). $attachments, instead of a payload ($payload null), are the
+     * job's named documents (submit --attach NAME=FILE): name => a string of
+     * bytes, a stream, or ['body' => bytes or stream | 'path' => file,
+     * 'contentType' => type]; each is measured as a payload is, then all
+     * are streamed as one multipart/form-data body, each part with its
+     * Content-Digest; the server enqueues the job only if every one is
+     * stored (400 ticket-invalid for a bad name).
+     *
+     * @param string|resource|null $payload
+     * @param array<string, mixed>|null $attachments
      */
-    public function submit(mixed $payload, string $kind, string $tenant, ?string $idempotencyKey = null, ?string $contentType = null, ?int $priority = null, ?int $maxAttempts = null, ?string $sha256 = null, ?string $path = null, ?string $traceparent = null, ?string $tracestate = null): array
+    public function submit(mixed $payload, string $kind, string $tenant, ?string $idempotencyKey = null, ?string $contentType = null, ?int $priority = null, ?int $maxAttempts = null, ?string $sha256 = null, ?string $path = null, bool $allowEmpty = false, ?string $store = null, ?array $attachments = null, ?string $traceparent = null, ?string $tracestate = null): array
     {
+        $query = [['kind', $kind], ['tenant', $tenant], ['priority', $priority], ['max_attempts', $maxAttempts],
+            ['allow_empty', $allowEmpty ? 'true' : null], ['store', $store]];
+        if ($attachments !== null) {
+            if ($payload !== null || $path !== null) {
+                throw new \InvalidArgumentException('give a payload or attachments, not both');
+            }
+            return $this->submitAttachments($query, $attachments, $idempotencyKey, $traceparent, $tracestate);
+        }
         [$f, $digest, $size, $ours] = self::measure($payload, $path);
         try {
             $headers = trace_headers($traceparent, $tracestate) + [
@@ -497,10 +517,54 @@ class Client
             if ($idempotencyKey !== null) {
                 $headers['Idempotency-Key'] = $idempotencyKey;
             }
-            $query = [['kind', $kind], ['tenant', $tenant], ['priority', $priority], ['max_attempts', $maxAttempts]];
             return $this->json('POST', '/v1/jobs', $query, $headers, [$f, $size]);
         } finally {
             if ($ours) {
+                fclose($f);
+            }
+        }
+    }
+
+    /**
+     * @param list<array{0:string, 1:mixed}> $query
+     * @param array<string, mixed> $attachments
+     */
+    private function submitAttachments(array $query, array $attachments, ?string $idempotencyKey, ?string $traceparent = null, ?string $tracestate = null): array
+    {
+        if ($attachments === []) {
+            throw new \InvalidArgumentException('no attachments');
+        }
+        $boundary = 'claimcheck-' . bin2hex(random_bytes(16));
+        $segments = [];
+        $opened = [];
+        try {
+            foreach ($attachments as $name => $v) {
+                $name = (string) $name;
+                $spec = is_array($v) ? $v : ['body' => $v];
+                [$f, $digest, $size, $ours] = self::measure($spec['body'] ?? null, $spec['path'] ?? null);
+                if ($ours) {
+                    $opened[] = $f;
+                }
+                $segments[] = "--$boundary\r\nContent-Disposition: form-data; name=\"$name\"\r\n"
+                    . 'Content-Type: ' . ($spec['contentType'] ?? 'application/octet-stream') . "\r\n"
+                    . 'Content-Digest: ' . content_digest($digest) . "\r\n\r\n";
+                $segments[] = [$f, $size];
+                $segments[] = "\r\n";
+                $query[] = ['attach', $name];
+            }
+            $segments[] = "--$boundary--\r\n";
+            $body = MultipartStream::open($segments);
+            $headers = trace_headers($traceparent, $tracestate) + ['Content-Type' => "multipart/form-data; boundary=$boundary"];
+            if ($idempotencyKey !== null) {
+                $headers['Idempotency-Key'] = $idempotencyKey;
+            }
+            try {
+                return $this->json('POST', '/v1/jobs', $query, $headers, $body);
+            } finally {
+                fclose($body[0]);
+            }
+        } finally {
+            foreach ($opened as $f) {
                 fclose($f);
             }
         }
@@ -778,12 +842,107 @@ class Client
  * summary: sha256 hex, size bytes, type, inline, created, and kid
  * for a payload sealed inline).
  */
+/**
+ * A read-only stream of segments, one after the other: strings, and
+ * [stream, size] pairs read size bytes from where they stand. It is a
+ * multipart body streamed through curl's read callback without holding
+ * its parts (a stream wrapper, the one thing fread reads).
+ *
+ * @internal
+ */
+final class MultipartStream
+{
+    private const SCHEME = 'claimcheck-multipart';
+    /** @var array<string, list<string|array{0:resource, 1:int}>> */
+    private static array $pending = [];
+    /** @var resource|null */
+    public $context;
+    /** @var list<string|array{0:resource, 1:int}> */
+    private array $segments = [];
+    private int $i = 0;
+    private int $left = -1;
+
+    /**
+     * A stream over $segments and its size in bytes.
+     *
+     * @param list<string|array{0:resource, 1:int}> $segments
+     * @return array{0:resource, 1:int}
+     */
+    public static function open(array $segments): array
+    {
+        if (!in_array(self::SCHEME, stream_get_wrappers(), true)) {
+            stream_wrapper_register(self::SCHEME, self::class);
+        }
+        $id = bin2hex(random_bytes(8));
+        self::$pending[$id] = $segments;
+        $size = 0;
+        foreach ($segments as $seg) {
+            $size += is_string($seg) ? strlen($seg) : $seg[1];
+        }
+        $f = fopen(self::SCHEME . '://' . $id, 'rb');
+        return [$f, $size];
+    }
+
+    public function stream_open(string $path, string $mode, int $options, ?string &$opened): bool
+    {
+        $id = substr($path, strlen(self::SCHEME) + 3);
+        if (!isset(self::$pending[$id])) {
+            return false;
+        }
+        $this->segments = self::$pending[$id];
+        unset(self::$pending[$id]);
+        return true;
+    }
+
+    public function stream_read(int $count): string|false
+    {
+        while ($this->i < count($this->segments)) {
+            $seg = $this->segments[$this->i];
+            if (is_string($seg)) {
+                $this->i++;
+                if ($seg !== '') {
+                    return $seg;
+                }
+                continue;
+            }
+            [$f, $size] = $seg;
+            if ($this->left < 0) {
+                $this->left = $size;
+            }
+            if ($this->left > 0) {
+                $b = fread($f, min($count, $this->left, CHUNK));
+                if ($b === false || $b === '') {
+                    throw new \RuntimeException('an attachment ended before the size it was measured at');
+                }
+                $this->left -= strlen($b);
+                return $b;
+            }
+            $this->left = -1;
+            $this->i++;
+        }
+        return '';
+    }
+
+    public function stream_eof(): bool
+    {
+        return $this->i >= count($this->segments);
+    }
+
+    /** @return array<string, int> */
+    public function stream_stat(): array
+    {
+        return [];
+    }
+}
+
 class Claim
 {
     public readonly string $lease;
     public readonly int $leaseSeconds;
     public readonly array $job;
     public readonly array $payload;
+    /** @var array<string, array> the job's attachments by name (ticket summaries), empty without */
+    public readonly array $attachments;
     private string $leaseExpiresAt;
     private int $extensions = 0;
     private ?ApiError $lost = null;
@@ -805,6 +964,11 @@ class Claim
         $this->leaseExpiresAt = $doc['lease_expires_at'];
         $this->job = $doc['job'];
         $this->payload = $doc['payload'];
+        $atts = [];
+        foreach ($doc['attachments'] ?? [] as $a) {
+            $atts[$a['name']] = $a;
+        }
+        $this->attachments = $atts;
     }
 
     private function path(string $op): string
@@ -854,6 +1018,20 @@ class Claim
     public function downloadPayload(mixed $out): void
     {
         $this->client->download($this->path('payload'), $out, hex2bin($this->payload['sha256']), (int) $this->payload['size']);
+    }
+
+    /**
+     * Download attachment $name into $out (a writable stream), verified
+     * against the claim's SHA-256 and size for it as it arrives. Throws
+     * \OutOfBoundsException for a name the claim does not list, ApiError,
+     * PayloadCorruptError.
+     *
+     * @param resource $out
+     */
+    public function downloadAttachment(string $name, mixed $out): void
+    {
+        $a = $this->attachments[$name] ?? throw new \OutOfBoundsException("the claim has no attachment $name");
+        $this->client->download($this->path('attachments/' . rawurlencode($name)), $out, hex2bin($a['sha256']), (int) $a['size']);
     }
 
     /**

@@ -337,6 +337,54 @@ test('list jobs, cancel, list dead letters, replay', $SKIP, function () use ($TE
     eq([404, 'job-not-found'], [$e->status, $e->reason], 'cancel of a missing job');
 });
 
+test('allow empty', $SKIP, function () use ($TENANT) {
+    $c = new Client();
+    $k = kind('empty');
+    $e = api_error(fn () => $c->submit('', $k, $TENANT));
+    eq([422, 'payload-empty'], [$e->status, $e->reason], 'an empty payload without allowEmpty');
+    eq(0, $c->submit('', $k, $TENANT, allowEmpty: true)['ticket']['size'], 'size of an empty payload allowed');
+});
+
+test('attachments and a named store', $SKIP, function () use ($TENANT) {
+    $c = new Client();
+    $k = kind('attach');
+    $invoice = random_bytes(200_000);
+    $terms = 'terms and conditions';
+    $stream = fopen('php://temp', 'w+b');
+    fwrite($stream, $terms);
+    rewind($stream);
+    $s = $c->submit(null, $k, $TENANT, store: 'cold', attachments: [
+        'invoice.pdf' => ['body' => $invoice, 'contentType' => 'application/pdf'],
+        'terms.txt' => $stream,
+    ]);
+    fclose($stream);
+    eq([['invoice.pdf', 'terms.txt'], 'cold'], [$s['attachments'], $s['store']], 'submitted');
+    eq('cold', $c->job($s['id'])['store'], "the job's store");
+    $got = [];
+    [, $outcome] = work_one($c, $k, function (Claim $claim, $payload) use (&$got) {
+        eq('', stream_get_contents($payload), 'the main payload of a job of attachments');
+        eq('application/pdf', $claim->attachments['invoice.pdf']['type'], "invoice's type");
+        foreach (array_keys($claim->attachments) as $name) {
+            $out = fopen('php://temp', 'w+b');
+            $claim->downloadAttachment($name, $out);
+            rewind($out);
+            $got[$name] = stream_get_contents($out);
+            fclose($out);
+        }
+        return new Result('ok', 'text/plain');
+    });
+    eq('completed', $outcome['state'], 'outcome');
+    check($got === ['invoice.pdf' => $invoice, 'terms.txt' => $terms], 'the attachments as submitted');
+
+    $e = api_error(fn () => $c->submit(null, $k, $TENANT, attachments: ['../x' => 'a']));
+    eq([400, 'ticket-invalid'], [$e->status, $e->reason], 'a name with a path');
+    $e = api_error(fn () => $c->submit(null, $k, $TENANT, attachments: ['a.txt' => 'a', 'b.txt' => '']));
+    eq([422, 'payload-empty'], [$e->status, $e->reason], 'an empty attachment');
+    $e = api_error(fn () => $c->submit('x', $k, $TENANT, store: 'nowhere'));
+    eq([422, 'store-not-configured'], [$e->status, $e->reason], 'an unknown store');
+    eq([$s['id']], array_column($c->listJobs(kind: $k)['jobs'], 'id'), 'jobs after the refusals');
+});
+
 $pass = $fail = $skipped = 0;
 foreach ($tests as $i => [$name, $skip, $f]) {
     $n = $i + 1;

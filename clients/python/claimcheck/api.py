@@ -19,6 +19,7 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -181,6 +182,44 @@ def _measure(f: BinaryIO) -> tuple[BinaryIO, bytes, int, bool]:
     return spool, h.digest(), size, True
 
 
+class _Parts:
+    """A multipart/form-data body streamed from its parts, one after the
+    other: segments of bytes and (file, size) read CHUNK bytes at a time.
+    length is its size in bytes, for Content-Length."""
+
+    def __init__(self, parts: list[tuple[str, BinaryIO, bytes, int, str | None]]):
+        self.boundary = "claimcheck-" + secrets.token_hex(16)
+        self._segments: list[Any] = []
+        for name, f, digest, size, ctype in parts:
+            head = f"--{self.boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n"
+            head += f"Content-Type: {ctype or 'application/octet-stream'}\r\n"
+            head += f"Content-Digest: {content_digest(digest)}\r\n\r\n"
+            self._segments += [head.encode(), (f, size), b"\r\n"]
+        self._segments.append(f"--{self.boundary}--\r\n".encode())
+        self.length = sum(len(x) if isinstance(x, bytes) else x[1] for x in self._segments)
+        self._i = 0
+        self._left: Any = None
+
+    def read(self, n: int = -1) -> bytes:
+        while self._i < len(self._segments):
+            seg = self._segments[self._i]
+            if isinstance(seg, bytes):
+                self._i += 1
+                return seg
+            f, size = seg
+            if self._left is None:
+                self._left = size
+            if self._left > 0:
+                b = f.read(min(CHUNK, self._left))
+                if not b:
+                    raise ValueError("an attachment ended before the size it was measured at")
+                self._left -= len(b)
+                return b
+            self._left = None
+            self._i += 1
+        return b""
+
+
 class Client:
     """A client of one `claimcheck serve`.
 
@@ -290,6 +329,9 @@ class Client:
         sha256: bytes | None = None,
         traceparent: str | None = None,
         tracestate: str | None = None,
+        allow_empty: bool = False,
+        store: str | None = None,
+        attachments: Any = None,
     ) -> dict:
         """Check payload in and enqueue a job of kind for tenant.
 
@@ -299,11 +341,27 @@ class Client:
         streams it as the request body with Content-Length and
         Content-Digest; the server enqueues nothing unless the bytes it got
         have that digest. Returns the answer (Submitted: id, kind, tenant,
-        duplicate, ticket_bytes, ticket). Raises APIError: 422
-        digest-mismatch, 409 idempotency-conflict, 413 payload-too-large,
-        403 ticket-forbidden (a tenant the token may not act on), …
+        duplicate, ticket_bytes, ticket, store, attachments). Raises
+        APIError: 422 digest-mismatch, 409 idempotency-conflict, 413
+        payload-too-large, 403 ticket-forbidden (a tenant the token may not
+        act on), 422 payload-empty (an empty payload or attachment without
+        allow_empty=True), 422 store-not-configured, …
+
+        store names the server's store the documents go to (serve's
+        --store NAME=URL). attachments, instead of a payload (payload
+        None), are the job's named documents (submit --attach NAME=FILE):
+        a dict or a list of (name, body) pairs, body as payload or a
+        (body, content_type) pair; each is measured as a payload is, then
+        all are streamed as one multipart/form-data body, each part with
+        its Content-Digest; the server enqueues the job only if every one
+        is stored (400 ticket-invalid for a bad name).
+
         traceparent (and tracestate), the W3C trace context of the
         caller's span, make the job join the caller's trace."""
+        if attachments is not None:
+            if payload is not None:
+                raise ValueError("give a payload or attachments, not both")
+            return self._submit_attachments(kind, tenant, attachments, idempotency_key, priority, max_attempts, allow_empty, store, traceparent, tracestate)
         f, ours = _body_of(payload)
         try:
             f, digest, size, spooled = _measure(f)
@@ -315,13 +373,47 @@ class Client:
                 }
                 if idempotency_key is not None:
                     headers["Idempotency-Key"] = idempotency_key
-                query = [("kind", kind), ("tenant", tenant), ("priority", priority), ("max_attempts", max_attempts)]
+                query = self._submit_query(kind, tenant, priority, max_attempts, allow_empty, store)
                 return self._json("POST", "/v1/jobs", query=query, headers=headers, body=f)
             finally:
                 if spooled:
                     f.close()
         finally:
             if ours:
+                f.close()
+
+    @staticmethod
+    def _submit_query(kind, tenant, priority, max_attempts, allow_empty, store) -> list[tuple[str, Any]]:
+        return [("kind", kind), ("tenant", tenant), ("priority", priority), ("max_attempts", max_attempts),
+                ("allow_empty", "true" if allow_empty else None), ("store", store)]
+
+    def _submit_attachments(self, kind, tenant, attachments, idempotency_key, priority, max_attempts, allow_empty, store, traceparent=None, tracestate=None) -> dict:
+        items = list(attachments.items()) if isinstance(attachments, dict) else list(attachments)
+        if not items:
+            raise ValueError("no attachments")
+        opened: list[BinaryIO] = []
+        try:
+            parts = []
+            for name, body in items:
+                ctype = None
+                if isinstance(body, tuple):
+                    body, ctype = body
+                f, ours = _body_of(body)
+                if ours:
+                    opened.append(f)
+                f, digest, size, spooled = _measure(f)
+                if spooled:
+                    opened.append(f)
+                parts.append((name, f, digest, size, ctype))
+            body = _Parts(parts)
+            headers = _trace_headers(traceparent, tracestate) | {"Content-Length": str(body.length), "Content-Type": f"multipart/form-data; boundary={body.boundary}"}
+            if idempotency_key is not None:
+                headers["Idempotency-Key"] = idempotency_key
+            query = self._submit_query(kind, tenant, priority, max_attempts, allow_empty, store)
+            query += [("attach", name) for name, _ in items]
+            return self._json("POST", "/v1/jobs", query=query, headers=headers, body=body)
+        finally:
+            for f in opened:
                 f.close()
 
     def job(self, job_id: int) -> dict:
@@ -529,6 +621,8 @@ class Claim:
         self.lease_expires_at: str = doc["lease_expires_at"]
         self.job: dict = doc["job"]
         self.payload: dict = doc["payload"]
+        # The job's attachments by name (ticket summaries), empty without.
+        self.attachments: dict[str, dict] = {a["name"]: a for a in doc.get("attachments") or []}
         self.lost: APIError | None = None  # set when an extension found the lease gone
         self.extensions = 0  # leases renewed while the handler ran
         # The job's W3C trace context (the claim's traceparent and
@@ -555,6 +649,15 @@ class Claim:
         SHA-256 and size. Close it when done."""
         resp = self.client._request("GET", self._path("payload"), headers=self._headers())
         return self.client._verifying(resp, binascii.unhexlify(self.payload["sha256"]), int(self.payload["size"]))
+
+    def open_attachment(self, name: str) -> VerifyingReader:
+        """The verified attachment name as a binary stream, checked against
+        the claim's SHA-256 and size for it as open_payload is. Raises
+        KeyError for a name the claim does not list, APIError 404
+        lease-not-found once the lease is gone."""
+        a = self.attachments[name]
+        resp = self.client._request("GET", self._path("attachments/" + urllib.parse.quote(name, safe="")), headers=self._headers())
+        return self.client._verifying(resp, binascii.unhexlify(a["sha256"]), int(a["size"]))
 
     def extend(self) -> dict:
         """Renew the lease for another lease_seconds; returns the claim

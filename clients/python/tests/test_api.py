@@ -265,6 +265,47 @@ class API(unittest.TestCase):
             self.c.cancel(10**15)
         self.assertEqual((cm.exception.status, cm.exception.reason), (404, "job-not-found"))
 
+    def test_allow_empty(self):
+        k = kind("empty")
+        with self.assertRaises(APIError) as cm:
+            self.c.submit(b"", k, TENANT)
+        self.assertEqual((cm.exception.status, cm.exception.reason), (422, "payload-empty"))
+        s = self.c.submit(b"", k, TENANT, allow_empty=True)
+        self.assertEqual(s["ticket"]["size"], 0)
+
+    def test_attachments_and_store(self):
+        k = kind("attach")
+        invoice = secrets.token_bytes(200_000)
+        terms = b"terms and conditions"
+        s = self.c.submit(None, k, TENANT, attachments={"invoice.pdf": (invoice, "application/pdf"), "terms.txt": io.BytesIO(terms)}, store="cold")
+        self.assertEqual((s["attachments"], s["store"]), (["invoice.pdf", "terms.txt"], "cold"))
+        self.assertEqual(self.c.job(s["id"])["store"], "cold")
+        got = {}
+
+        def read_all(claim, stream):
+            self.assertEqual(stream.read(), b"")  # no main payload
+            self.assertEqual(claim.attachments["invoice.pdf"]["type"], "application/pdf")
+            for name in claim.attachments:
+                with claim.open_attachment(name) as r:
+                    got[name] = r.read()
+            return Result(b"ok", "text/plain")
+
+        _, outcome = self.work_one(k, read_all)
+        self.assertEqual(outcome["state"], "completed")
+        self.assertEqual(got, {"invoice.pdf": invoice, "terms.txt": terms})
+
+        for bad, status, reason in [
+            ({"../x": b"a"}, 400, "ticket-invalid"),
+            ({"a.txt": b"a", "b.txt": b""}, 422, "payload-empty"),
+        ]:
+            with self.assertRaises(APIError) as cm:
+                self.c.submit(None, k, TENANT, attachments=bad)
+            self.assertEqual((cm.exception.status, cm.exception.reason), (status, reason))
+        with self.assertRaises(APIError) as cm:
+            self.c.submit(b"x", k, TENANT, store="nowhere")
+        self.assertEqual((cm.exception.status, cm.exception.reason), (422, "store-not-configured"))
+        self.assertEqual(self.c.list_jobs(kind=k)["jobs"][0]["id"], s["id"])  # the refusals left no job
+
 
 class Digest(unittest.TestCase):
     def test_content_digest_round_trip(self):
