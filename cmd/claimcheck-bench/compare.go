@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/internal/benchlab"
 	"github.com/claimcheck/claimcheck/internal/cli"
 )
 
-// compareOptions are the options of bench --compare: --compare and
-// --cpuprofile-dir, added to claimcheck's bench, with its --size,
-// --rounds and --no-sdk-baseline.
+// compareOptions are the options claimcheck-bench adds to claimcheck's
+// bench (--compare, --cpuprofile-dir, --no-sdk-baseline), with its --size
+// and --rounds.
 type compareOptions struct {
 	l         *cli.Lab
 	compare   bool
@@ -52,11 +55,21 @@ func (o *compareOptions) Validate() error {
 	return nil
 }
 
-// addCompare adds --compare and --cpuprofile-dir to claimcheck's bench b:
-// with --compare, b runs the comparison instead of its own measurement.
+// addCompare adds --compare, --cpuprofile-dir and --no-sdk-baseline to
+// claimcheck's bench b: with --compare, b runs the comparison instead of
+// its own measurement; without, b measures on an s3:// store the AWS SDK
+// alone beside claimcheck (benchlab.SDKBaseline) unless --no-sdk-baseline.
 func addCompare(b *cobra.Command, l *cli.Lab) {
 	o := &compareOptions{l: l}
 	b.Long += `
+
+On an s3:// store claimcheck-bench's bench also moves the same bytes with
+the AWS SDK alone, on the store's own client: a transfer-manager upload
+with the same part size, concurrency and CRC32C checksums, and a GetObject
+streamed to io.Discard (under payloads/<tenant>-sdk/, deleted afterwards).
+claimcheck's throughput is printed as a share of the SDK's, per phase:
+check-in against the upload, open and stream against the download
+(--no-sdk-baseline skips it).
 
 With --compare (claimcheck-bench only), claimcheck is measured against the
 plain references of the store instead, in this process and run, every case
@@ -74,6 +87,13 @@ limit. The data directory's disk must hold the largest size four times over
 on the default file store, twice on another.`
 	b.Flags().BoolVar(&o.compare, "compare", false, "compare claimcheck with the plain references on the store, in this run: SHA-256 and the disk (file://), the AWS SDK's PutObject and GetObject (s3://); each ratio per round with its median and min–max, and the load average (default sizes 64MiB, 512MiB, 1GiB; --rounds default 3)")
 	b.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "with --compare, write CPU profiles (go tool pprof) of the first round of each claimcheck case into this directory: file-512MiB-checkin.pprof, -checkin-enc, -open, -open-enc, -stream, -stream-enc (s3-… on S3)")
+	b.Flags().BoolVar(&o.noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
+	l.SetBenchBaseline(func(ctx context.Context, store *claimcheck.Store, storeURL, tenant string, seed uint64, m *bench.Meter, log io.Writer) (bench.Baseline, error) {
+		if o.noSDK {
+			return nil, nil
+		}
+		return benchlab.SDKBaseline(ctx, store, storeURL, tenant, seed, m, log)
+	})
 	own := b.RunE
 	b.RunE = func(cmd *cobra.Command, args []string) error {
 		if !o.compare {
@@ -86,7 +106,6 @@ on the default file store, twice on another.`
 			f := cmd.Flags()
 			o.sizes, _ = f.GetStringArray("size")
 			o.rounds, _ = f.GetInt("rounds")
-			o.noSDK, _ = f.GetBool("no-sdk-baseline")
 			o.roundsSet = f.Changed("rounds")
 		})(cmd, args)
 	}

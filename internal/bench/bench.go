@@ -156,10 +156,36 @@ type Config struct {
 	// fastest round (with the highest peaks of all rounds): on a shared
 	// machine one round's throughput is noisy. Default 1.
 	Rounds int
-	// NoSDKBaseline skips, on an s3:// store, the plain AWS SDK upload and
-	// download (VariantSDK) that claimcheck's throughput is compared with.
-	NoSDKBaseline bool
+	// Baseline, when set, is called on an s3:// store for a reference that
+	// moves the same bytes without claimcheck, measured beside it (the
+	// team's AWS SDK alone, benchlab.SDKBaseline, as VariantSDK; the
+	// report then holds SDKRatios). It may return nil for none. The
+	// shipped command measures no baseline.
+	Baseline BaselineFunc
 }
+
+// BaselineFunc makes a Baseline over store, the s3:// store at storeURL
+// that the unencrypted variant uses, for tenant's run: seed is Run's, m
+// its Meter and log its progress writer.
+type BaselineFunc func(ctx context.Context, store *claimcheck.Store, storeURL, tenant string, seed uint64, m *Meter, log io.Writer) (Baseline, error)
+
+// Baseline is a reference measured by Run beside claimcheck, size by size.
+type Baseline interface {
+	// Name is its Result.Variant.
+	Name() string
+	// WarmUp faults in its code and buffers, once, before any size.
+	WarmUp() error
+	// Size measures it on the generated stream of n bytes (Stream with
+	// Run's seed).
+	Size(n int64) ([]Result, error)
+}
+
+// baselineSizer is a Baseline as Run's sizer.
+type baselineSizer struct{ b Baseline }
+
+func (s baselineSizer) name() string                   { return s.b.Name() }
+func (s baselineSizer) warmUp() error                  { return s.b.WarmUp() }
+func (s baselineSizer) size(n int64) ([]Result, error) { return s.b.Size(n) }
 
 // Result is one measured phase of one size.
 type Result struct {
@@ -354,12 +380,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if IsS3(storeURL) {
 		rep.S3Concurrency = s3store.UploadConcurrency(runners[0].store)
-		if !cfg.NoSDKBaseline {
-			sdk, err := newSDKRunner(ctx, runners[0].store, storeURL, tenant, cfg.Seed, m, cfg.Log)
+		if cfg.Baseline != nil {
+			base, err := cfg.Baseline(ctx, runners[0].store, storeURL, tenant, cfg.Seed, &Meter{m: *m}, cfg.Log)
 			if err != nil {
 				return nil, err
 			}
-			sizers = append(sizers, sdk)
+			if base != nil {
+				sizers = append(sizers, baselineSizer{base})
+			}
 		}
 	}
 
@@ -649,9 +677,10 @@ func (b *runner) delete(t *claimcheck.Ticket) {
 	_ = b.store.Bucket().Delete(context.WithoutCancel(b.ctx), t.Key)
 }
 
-func (b *runner) logResult(r Result) { logResult(b.log, r) }
+func (b *runner) logResult(r Result) { LogResult(b.log, r) }
 
-func logResult(w io.Writer, r Result) {
+// LogResult writes r as one progress line to w.
+func LogResult(w io.Writer, r Result) {
 	if w == nil {
 		return
 	}

@@ -142,3 +142,25 @@ func (e *ErrWriter) Write(p []byte) (int, error) {
 	e.Err = err
 	return n, err
 }
+
+// sdkPhase is the SDK phase a claimcheck phase is compared with.
+var sdkPhase = map[string]string{PhaseCheckIn: PhaseUpload, PhaseOpen: PhaseDownload, PhaseStream: PhaseDownload}
+
+// sdkRatios compares every claimcheck phase with the SDK's, size by size,
+// when the SDK was measured.
+func (r *Report) sdkRatios() []SDKRatio {
+	var out []SDKRatio
+	for _, res := range r.Results {
+		base, ok := sdkPhase[res.Phase]
+		if !ok || res.Variant == VariantSDK {
+			continue
+		}
+		sdk, ok := r.Result(res.Size, VariantSDK, base)
+		if !ok || sdk.MiBPerSec <= 0 {
+			continue
+		}
+		out = append(out, SDKRatio{Size: res.Size, Variant: res.Variant, Phase: res.Phase, SDKPhase: base,
+			MiBPerSec: res.MiBPerSec, SDKMiBPS: sdk.MiBPerSec, Ratio: res.MiBPerSec / sdk.MiBPerSec})
+	}
+	return out
+}

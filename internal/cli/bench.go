@@ -18,7 +18,6 @@ type benchOptions struct {
 	g      *globals
 	sizes  []string
 	rounds int
-	noSDK  bool
 	bytes  []int64 // --size parsed by Validate
 }
 
@@ -54,13 +53,7 @@ is a file store in the data directory unless --store is given; the data
 written is removed afterwards.
 
 On an s3:// store the limit is 64 MiB plus the upload's part buffers (part
-size × parts in flight), and the same run also moves the same bytes with the
-AWS SDK alone, on the store's own client: a transfer-manager upload with the
-same part size, concurrency and CRC32C checksums, and a GetObject streamed
-to io.Discard (under payloads/<tenant>-sdk/, deleted afterwards).
-claimcheck's throughput is printed as a share of the SDK's, per phase:
-check-in against the upload, open and stream against the download
-(--no-sdk-baseline skips it).
+size × parts in flight).
 
 Sizes the data directory's disk cannot hold are refused before anything is
 written: the largest once.
@@ -72,7 +65,6 @@ command built from this repository (docs/development.md).`,
 		RunE: runE(o, nil),
 	}
 	c.Flags().StringArrayVar(&o.sizes, "size", nil, "payload size, e.g. 4MiB, 1GiB, 123456 (repeatable; default 4MiB and 1GiB)")
-	c.Flags().BoolVar(&o.noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
 	c.Flags().IntVar(&o.rounds, "rounds", 1, "rounds per size: bench reports each variant's fastest round (steadier on a busy machine)")
 	return c
 }
@@ -130,7 +122,7 @@ func (o *benchOptions) run(ctx context.Context, s streams) error {
 		return err
 	}
 	cfg := bench.Config{StoreURL: g.store, Log: s.err}
-	cfg.Dir, cfg.Rounds, cfg.NoSDKBaseline, cfg.Sizes = data, o.rounds, o.noSDK, o.bytes
+	cfg.Dir, cfg.Rounds, cfg.Sizes, cfg.Baseline = data, o.rounds, o.bytes, g.benchBaseline
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err

@@ -44,7 +44,8 @@ func TestBenchRefusesSizeAboveFreeSpace(t *testing.T) {
 }
 
 // TestBenchIsTheProducts: the shipped bench has no comparison: no
-// --compare flag and no jobs or relay subcommands (claimcheck-bench's).
+// --compare, --cpuprofile-dir or --no-sdk-baseline flag and no jobs or
+// relay subcommands (claimcheck-bench's).
 func TestBenchIsTheProducts(t *testing.T) {
 	b := setup(t)
 	for _, args := range [][]string{
@@ -52,6 +53,7 @@ func TestBenchIsTheProducts(t *testing.T) {
 		{"bench", "--cpuprofile-dir", t.TempDir()},
 		{"bench", "jobs", "--compare"},
 		{"bench", "relay"},
+		{"bench", "--no-sdk-baseline"},
 	} {
 		if r := b.run("", args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (no such flag or command)\nstderr: %s", args, r.code, r.stderr)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
@@ -92,6 +93,10 @@ func (l *Lab) PrintReport(w io.Writer, rep interface {
 }) error {
 	return printReport(w, l.g.json, rep)
 }
+
+// SetBenchBaseline makes bench measure f's reference beside claimcheck on
+// an s3:// store (bench.Config.Baseline).
+func (l *Lab) SetBenchBaseline(f bench.BaselineFunc) { l.g.benchBaseline = f }
 
 // DieWithParent asks the OS, where it can (Linux), to kill cmd when this
 // process dies, even by SIGKILL.
