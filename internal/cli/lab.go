@@ -141,3 +141,11 @@ func (o *Outbox) Close() { o.e.Close() }
 // ExactArgs accepts exactly n positional arguments (what names them in
 // the usage error).
 func ExactArgs(n int, what string) cobra.PositionalArgs { return exactArgs(n, what) }
+
+// RootWith is Root with ext applied: the lab command's tree, for checking
+// the commands its documents show.
+func RootWith(ext Extension) *cobra.Command {
+	root, g := newRootGlobals(io.Discard)
+	ext(root, &Lab{g: g})
+	return root
+}
