@@ -35,6 +35,9 @@ type compareOptions struct {
 // SDK is its reference on S3), that --cpuprofile-dir comes with
 // --compare, --rounds (1 to 20) and each --size (1 B to 64 GiB).
 func (o *compareOptions) Validate() error {
+	if !o.compare {
+		return cli.UsageErrorf("--cpuprofile-dir is for --compare")
+	}
 	if o.noSDK {
 		return cli.UsageErrorf("--compare measures the SDK as its reference: leave out --no-sdk-baseline")
 	}
@@ -95,19 +98,17 @@ on the default file store, twice on another.`
 		return benchlab.SDKBaseline(ctx, store, storeURL, tenant, seed, m, log)
 	})
 	own := b.RunE
+	compare := l.RunE(o, func(cmd *cobra.Command, _ []string) {
+		f := cmd.Flags()
+		o.sizes, _ = f.GetStringArray("size")
+		o.rounds, _ = f.GetInt("rounds")
+		o.roundsSet = f.Changed("rounds")
+	})
 	b.RunE = func(cmd *cobra.Command, args []string) error {
-		if !o.compare {
-			if o.profile != "" {
-				return cli.UsageErrorf("--cpuprofile-dir is for --compare")
-			}
+		if !o.compare && o.profile == "" {
 			return own(cmd, args)
 		}
-		return l.RunE(o, func(cmd *cobra.Command, _ []string) {
-			f := cmd.Flags()
-			o.sizes, _ = f.GetStringArray("size")
-			o.rounds, _ = f.GetInt("rounds")
-			o.roundsSet = f.Changed("rounds")
-		})(cmd, args)
+		return compare(cmd, args)
 	}
 }
 
