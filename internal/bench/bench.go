@@ -156,10 +156,36 @@ type Config struct {
 	// fastest round (with the highest peaks of all rounds): on a shared
 	// machine one round's throughput is noisy. Default 1.
 	Rounds int
-	// NoSDKBaseline skips, on an s3:// store, the plain AWS SDK upload and
-	// download (VariantSDK) that claimcheck's throughput is compared with.
-	NoSDKBaseline bool
+	// Baseline, when set, is called on an s3:// store for a reference that
+	// moves the same bytes without claimcheck, measured beside it (the
+	// team's AWS SDK alone, benchlab.SDKBaseline, as VariantSDK; the
+	// report then holds SDKRatios). It may return nil for none. The
+	// shipped command measures no baseline.
+	Baseline BaselineFunc
 }
+
+// BaselineFunc makes a Baseline over store, the s3:// store at storeURL
+// that the unencrypted variant uses, for tenant's run: seed is Run's, m
+// its Meter and log its progress writer.
+type BaselineFunc func(ctx context.Context, store *claimcheck.Store, storeURL, tenant string, seed uint64, m *Meter, log io.Writer) (Baseline, error)
+
+// Baseline is a reference measured by Run beside claimcheck, size by size.
+type Baseline interface {
+	// Name is its Result.Variant.
+	Name() string
+	// WarmUp faults in its code and buffers, once, before any size.
+	WarmUp() error
+	// Size measures it on the generated stream of n bytes (Stream with
+	// Run's seed).
+	Size(n int64) ([]Result, error)
+}
+
+// baselineSizer is a Baseline as Run's sizer.
+type baselineSizer struct{ b Baseline }
+
+func (s baselineSizer) name() string                   { return s.b.Name() }
+func (s baselineSizer) warmUp() error                  { return s.b.WarmUp() }
+func (s baselineSizer) size(n int64) ([]Result, error) { return s.b.Size(n) }
 
 // Result is one measured phase of one size.
 type Result struct {
@@ -246,8 +272,17 @@ type SDKRatio struct {
 	Ratio     float64 `json:"ratio"`
 }
 
-// runMu serializes Run: measurements are process-wide.
+// runMu serializes Run, MeasureChild and the lab's measurements (Lock):
+// measurements are process-wide.
 var runMu sync.Mutex
+
+// Lock takes the lock that serializes every measurement of this process
+// (Run, MeasureChild, a Meter's): hold it for the whole of a measurement
+// and call the function returned to release it.
+func Lock() (unlock func()) {
+	runMu.Lock()
+	return runMu.Unlock
+}
 
 // Run measures each size in turn (check-in, verified claim, streaming
 // claim), then the io.ReadAll baseline for the smallest size. Each phase starts
@@ -307,7 +342,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	m := &meter{method: detectRSSMethod(), interval: interval}
 	rep := &Report{
-		Store:          redactURL(storeURL),
+		Store:          RedactURL(storeURL),
 		SpoolDir:       spoolDir,
 		GoVersion:      runtime.Version(),
 		OS:             runtime.GOOS,
@@ -325,7 +360,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		opts := &claimcheck.Options{SpoolDir: spoolDir}
 		vtenant := tenant
 		if v == VariantEncrypted {
-			k, closeKeeper, err := keeperOr(cfg.Keeper)
+			k, closeKeeper, err := KeeperOr(cfg.Keeper)
 			if err != nil {
 				return nil, err
 			}
@@ -343,14 +378,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		runners = append(runners, &runner{ctx: ctx, store: store, tenant: vtenant, variant: v, seed: cfg.Seed, meter: m, log: cfg.Log})
 		sizers = append(sizers, runners[len(runners)-1])
 	}
-	if isS3(storeURL) {
+	if IsS3(storeURL) {
 		rep.S3Concurrency = s3store.UploadConcurrency(runners[0].store)
-		if !cfg.NoSDKBaseline {
-			sdk, err := newSDKRunner(ctx, runners[0].store, storeURL, tenant, cfg.Seed, m, cfg.Log)
+		if cfg.Baseline != nil {
+			base, err := cfg.Baseline(ctx, runners[0].store, storeURL, tenant, cfg.Seed, &Meter{m: *m}, cfg.Log)
 			if err != nil {
 				return nil, err
 			}
-			sizers = append(sizers, sdk)
+			if base != nil {
+				sizers = append(sizers, baselineSizer{base})
+			}
 		}
 	}
 
@@ -414,8 +451,8 @@ type sizer interface {
 	size(n int64) ([]Result, error)
 }
 
-// isS3 reports whether a store URL is an s3:// one.
-func isS3(storeURL string) bool {
+// IsS3 reports whether a store URL is an s3:// one.
+func IsS3(storeURL string) bool {
 	u, err := url.Parse(storeURL)
 	return err == nil && strings.EqualFold(u.Scheme, "s3")
 }
@@ -640,14 +677,15 @@ func (b *runner) delete(t *claimcheck.Ticket) {
 	_ = b.store.Bucket().Delete(context.WithoutCancel(b.ctx), t.Key)
 }
 
-func (b *runner) logResult(r Result) { logResult(b.log, r) }
+func (b *runner) logResult(r Result) { LogResult(b.log, r) }
 
-func logResult(w io.Writer, r Result) {
+// LogResult writes r as one progress line to w.
+func LogResult(w io.Writer, r Result) {
 	if w == nil {
 		return
 	}
 	fmt.Fprintf(w, "bench: %-8s %-9s %-13s %8.3fs %9.1f MiB/s  peak RSS %6.1f MiB  peak heap %6.1f MiB  verified=%t\n",
-		FormatSize(r.Size), r.Variant, r.Phase, r.Seconds, r.MiBPerSec, mib(r.PeakRSS), mib(r.PeakHeap), r.Verified)
+		FormatSize(r.Size), r.Variant, r.Phase, r.Seconds, r.MiBPerSec, MiBOf(r.PeakRSS), MiBOf(r.PeakHeap), r.Verified)
 }
 
 // PeakRSS is the highest peak RSS among the claimcheck phases (not the
@@ -724,7 +762,7 @@ func (r *Report) check(sizes []int64, variants []string) []Check {
 			e, _ := r.Result(hi, VariantEncrypted, phase)
 			checks = append(checks, Check{
 				Name:     fmt.Sprintf("encrypted %s throughput for %s at least %.0f%% of plain", phase, FormatSize(hi), MinEncryptedRatio*100),
-				Status:   passFail(ratio >= MinEncryptedRatio),
+				Status:   PassFail(ratio >= MinEncryptedRatio),
 				Ratio:    ratio,
 				MinRatio: MinEncryptedRatio,
 				Detail:   fmt.Sprintf("%.1f MiB/s encrypted, %.1f MiB/s plain, same run", e.MiBPerSec, p.MiBPerSec),
@@ -751,8 +789,8 @@ func (r *Report) memoryChecks(lo, hi int64, variant string) []Check {
 	}
 	abs := Check{
 		Name:     name,
-		ValueMiB: mib(peakHi),
-		LimitMiB: mib(limit),
+		ValueMiB: MiBOf(peakHi),
+		LimitMiB: MiBOf(limit),
 		Detail:   fmt.Sprintf("highest VmHWM of the %s check-in, open and stream phases of %s", variant, FormatSize(hi)),
 	}
 	// On S3 the smallest size may go up in one request and the largest in
@@ -764,12 +802,12 @@ func (r *Report) memoryChecks(lo, hi int64, variant string) []Check {
 	}
 	growth := Check{
 		Name:     growthName,
-		ValueMiB: mib(peakHi) - mib(peakLo),
-		LimitMiB: mib(growthLimit),
-		Detail:   fmt.Sprintf("%.1f MiB - %.1f MiB", mib(peakHi), mib(peakLo)),
+		ValueMiB: MiBOf(peakHi) - MiBOf(peakLo),
+		LimitMiB: MiBOf(growthLimit),
+		Detail:   fmt.Sprintf("%.1f MiB - %.1f MiB", MiBOf(peakHi), MiBOf(peakLo)),
 	}
-	abs.Status = passFail(peakHi < limit)
-	growth.Status = passFail(peakHi < peakLo || peakHi-peakLo <= growthLimit)
+	abs.Status = PassFail(peakHi < limit)
+	growth.Status = PassFail(peakHi < peakLo || peakHi-peakLo <= growthLimit)
 	switch {
 	case r.RSSMethod == RSSMethodNone:
 		abs.Status, abs.Detail = "SKIP", "RSS unavailable on this platform"
@@ -783,14 +821,16 @@ func (r *Report) memoryChecks(lo, hi int64, variant string) []Check {
 	return []Check{abs, growth}
 }
 
-func passFail(ok bool) string {
+// PassFail is a check's status: "PASS" when ok, else "FAIL".
+func PassFail(ok bool) string {
 	if ok {
 		return "PASS"
 	}
 	return "FAIL"
 }
 
-func mib(n uint64) float64 { return float64(n) / MiB }
+// MiBOf is n bytes in MiB.
+func MiBOf(n uint64) float64 { return float64(n) / MiB }
 
 // FormatSize renders a byte count as "4 MiB", "1 GiB" or "1536 KiB" (exact
 // binary units when they divide, bytes otherwise).
@@ -806,9 +846,9 @@ func FormatSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// redactURL keeps a store URL's scheme, host and path: its query and user
+// RedactURL keeps a store URL's scheme, host and path: its query and user
 // info may carry credentials.
-func redactURL(raw string) string {
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
@@ -816,10 +856,10 @@ func redactURL(raw string) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
-// keeperOr returns k, or when k is nil a keeper of a fresh random key
+// KeeperOr returns k, or when k is nil a keeper of a fresh random key
 // (localsecrets) with the function that closes it; the function does
 // nothing for a k of the caller's.
-func keeperOr(k *secrets.Keeper) (*secrets.Keeper, func(), error) {
+func KeeperOr(k *secrets.Keeper) (*secrets.Keeper, func(), error) {
 	if k != nil {
 		return k, func() {}, nil
 	}

@@ -69,9 +69,9 @@ func BenchmarkCheckInClaim(b *testing.B) {
 				b.Fatal(err)
 			}
 			if m.method != RSSMethodNone {
-				b.ReportMetric(mib(s.peakRSS), "peak-RSS-MiB")
+				b.ReportMetric(MiBOf(s.peakRSS), "peak-RSS-MiB")
 			}
-			b.ReportMetric(mib(s.peakHeap), "peak-heap-MiB")
+			b.ReportMetric(MiBOf(s.peakHeap), "peak-heap-MiB")
 		})
 	}
 }

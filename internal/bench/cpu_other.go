@@ -2,5 +2,5 @@
 
 package bench
 
-// cpuSeconds is 0 where getrusage is unavailable.
-func cpuSeconds() float64 { return 0 }
+// CPUSeconds is 0 where getrusage is unavailable.
+func CPUSeconds() float64 { return 0 }

@@ -4,9 +4,9 @@ package bench
 
 import "syscall"
 
-// cpuSeconds is this process's user and system CPU time so far, in
+// CPUSeconds is this process's user and system CPU time so far, in
 // seconds (getrusage RUSAGE_SELF).
-func cpuSeconds() float64 {
+func CPUSeconds() float64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -220,19 +220,19 @@ func (m *meter) startPoller() *poller {
 			case <-p.stop:
 				return
 			case <-t.C:
-				p.poll(p.rss || tick%statusEvery == 0)
+				p.poll(p.rss || tick%StatusEvery == 0)
 			}
 		}
 	})
 	return p
 }
 
-// statusEvery is how many heap samples the poller takes per read of
+// StatusEvery is how many heap samples the poller takes per read of
 // /proc/self/status for RssAnon and RssFile (every 50 ms at the 5 ms
 // interval), unless RSS itself is sampled: each read costs tens of µs
 // of CPU, which at every 5 ms tick added about 0.1 s per 10 s measured to
 // the CPU the small-job comparison divides.
-const statusEvery = 10
+const StatusEvery = 10
 
 // poll samples the Go heap and, if status, /proc/self/status.
 func (p *poller) poll(status bool) {

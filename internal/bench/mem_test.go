@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,31 +8,28 @@ import (
 	"time"
 )
 
-// TestCompareSplitsRSS runs a case that holds 32 MiB of touched memory for
-// 200 ms (four of the 50 ms samples of RssAnon) and checks that its sample
-// reports that memory as anonymous, the executable's pages as file-backed,
-// and neither above the peak RSS.
-func TestCompareSplitsRSS(t *testing.T) {
+// TestMeterSplitsRSS measures a function that holds 32 MiB of touched
+// memory for 200 ms (four of the 50 ms samples of RssAnon) and checks
+// that the usage reports that memory as anonymous, the executable's pages
+// as file-backed, and neither above the peak RSS.
+func TestMeterSplitsRSS(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("RssAnon and RssFile are Linux's")
 	}
 	const held = 32 * MiB
-	rep, err := Compare(t.Context(), Comparison{Title: "test", Rounds: 1, Groups: []Group{{
-		Name: "memory",
-		Cases: []Case{{Name: "hold", Run: func(context.Context) (Sample, error) {
-			b := make([]byte, held)
-			for i := 0; i < len(b); i += 4096 {
-				b[i] = 1
-			}
-			time.Sleep(200 * time.Millisecond)
-			runtime.KeepAlive(b)
-			return Sample{Bytes: held}, nil
-		}}},
-	}}})
+	defer Lock()()
+	s, err := NewMeter(5 * time.Millisecond).Measure(func() error {
+		b := make([]byte, held)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		time.Sleep(200 * time.Millisecond)
+		runtime.KeepAlive(b)
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := rep.Groups[0].Cases[0].Samples[0]
 	if s.PeakAnon < held || s.PeakFile == 0 || s.PeakAnon > s.PeakRSS || s.PeakFile > s.PeakRSS {
 		t.Fatalf("peak RSS %d, anonymous %d, file-backed %d bytes; want anonymous at least the %d held, file-backed above 0, neither above the peak",
 			s.PeakRSS, s.PeakAnon, s.PeakFile, held)

@@ -13,7 +13,7 @@ import (
 // size and phase, on S3 claimcheck over the plain SDK per size, variant and
 // phase, and the project's checks as PASS/FAIL lines.
 func (r *Report) Write(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &ErrWriter{W: w}
 	fmt.Fprintf(ew, "claimcheck bench: %s %s/%s, %d CPUs (GOMAXPROCS %d)\n", r.GoVersion, r.OS, r.Arch, r.NumCPU, r.GOMAXPROCS)
 	fmt.Fprintf(ew, "store %s, spool %s\n", r.Store, r.SpoolDir)
 	fmt.Fprintf(ew, "peak RSS: %s; peak heap: %s sampled every %s\n", r.RSSMethod, heapMetric, r.SampleInterval)
@@ -47,7 +47,7 @@ func (r *Report) Write(w io.Writer) error {
 			variant = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n",
-			FormatSize(res.Size), variant, res.Phase, res.Seconds, res.MiBPerSec, mib(res.PeakRSS), mib(res.PeakHeap), mib(res.StartRSS), ok)
+			FormatSize(res.Size), variant, res.Phase, res.Seconds, res.MiBPerSec, MiBOf(res.PeakRSS), MiBOf(res.PeakHeap), MiBOf(res.StartRSS), ok)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -74,7 +74,7 @@ func (r *Report) Write(w io.Writer) error {
 		if res.Variant == VariantSDK {
 			phases = "upload, download"
 		}
-		fmt.Fprintf(ew, "peak RSS %s %s (%s): %.1f MiB\n", FormatSize(res.Size), res.Variant, phases, mib(peak))
+		fmt.Fprintf(ew, "peak RSS %s %s (%s): %.1f MiB\n", FormatSize(res.Size), res.Variant, phases, MiBOf(peak))
 	}
 
 	var ratios bytes.Buffer
@@ -119,7 +119,7 @@ func (r *Report) Write(w io.Writer) error {
 		}
 		fmt.Fprintf(ew, "%s  %s: %.1f MiB (limit %.1f MiB; %s)\n", c.Status, c.Name, c.ValueMiB, c.LimitMiB, c.Detail)
 	}
-	return ew.err
+	return ew.Err
 }
 
 // JSON is the report's --json form, indented.
@@ -127,17 +127,40 @@ func (r *Report) JSON() ([]byte, error) {
 	return json.MarshalIndent(r, "", "  ")
 }
 
-// errWriter remembers the first write error and drops later writes.
-type errWriter struct {
-	w   io.Writer
-	err error
+// ErrWriter remembers the first write error and drops later writes.
+type ErrWriter struct {
+	W   io.Writer
+	Err error
 }
 
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
+// Write writes p to W unless an earlier write failed.
+func (e *ErrWriter) Write(p []byte) (int, error) {
+	if e.Err != nil {
+		return 0, e.Err
 	}
-	n, err := e.w.Write(p)
-	e.err = err
+	n, err := e.W.Write(p)
+	e.Err = err
 	return n, err
+}
+
+// sdkPhase is the SDK phase a claimcheck phase is compared with.
+var sdkPhase = map[string]string{PhaseCheckIn: PhaseUpload, PhaseOpen: PhaseDownload, PhaseStream: PhaseDownload}
+
+// sdkRatios compares every claimcheck phase with the SDK's, size by size,
+// when the SDK was measured.
+func (r *Report) sdkRatios() []SDKRatio {
+	var out []SDKRatio
+	for _, res := range r.Results {
+		base, ok := sdkPhase[res.Phase]
+		if !ok || res.Variant == VariantSDK {
+			continue
+		}
+		sdk, ok := r.Result(res.Size, VariantSDK, base)
+		if !ok || sdk.MiBPerSec <= 0 {
+			continue
+		}
+		out = append(out, SDKRatio{Size: res.Size, Variant: res.Variant, Phase: res.Phase, SDKPhase: base,
+			MiBPerSec: res.MiBPerSec, SDKMiBPS: sdk.MiBPerSec, Ratio: res.MiBPerSec / sdk.MiBPerSec})
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
@@ -19,6 +20,10 @@ import (
 // them: a subcommand's own settings are in its options (see options).
 type globals struct {
 	data string
+	// benchBaseline is the reference bench measures beside claimcheck on
+	// an s3:// store: nil in the shipped command, set by the lab's
+	// Extension (Lab.SetBenchBaseline).
+	benchBaseline bench.BaselineFunc
 	// store is the URL of the store submit uses when --store-name names
 	// none (the primary store, stores.go): the unnamed --store, else the
 	// first named one; "" for the data directory's file store. storeName

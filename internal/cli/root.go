@@ -24,7 +24,10 @@ import (
 
 // Execute runs the claimcheck command with os.Args and returns the process
 // exit code.
-func Execute() int {
+func Execute() int { return execute(nil) }
+
+// execute is Execute, with ext (if any) applied to the command tree.
+func execute(ext Extension) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,7 +49,7 @@ func Execute() int {
 		time.Sleep(abortGrace)
 		os.Exit(130)
 	}()
-	return Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	return run(ctx, ext, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
 // abortGrace bounds how long a worker may take, after the second signal,
@@ -83,9 +86,17 @@ func takeAbort(ctx context.Context) <-chan struct{} {
 // it in-process. It returns the exit code: 0 on success, 1 on failure, 2 on
 // a usage error.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(ctx, nil, args, stdin, stdout, stderr)
+}
+
+// run is Run, with ext (if any) applied to the command tree.
+func run(ctx context.Context, ext Extension, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Workers, their --exec commands and the logger write concurrently.
 	stdout, stderr = &syncWriter{w: stdout}, &syncWriter{w: stderr}
 	root, g := newRootGlobals(stderr)
+	if ext != nil {
+		ext(root, &Lab{g: g})
+	}
 	defer g.closeTelemetry(ctx)
 	root.SetArgs(args)
 	root.SetIn(stdin)

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"testing"
-	"time"
 )
 
 // TestOptionsValidate checks, for every subcommand with flags of its own,
@@ -103,13 +102,6 @@ func TestOptionsValidate(t *testing.T) {
 			func(o options) { o.(*keysOptions).g = &globals{keeper: "base64key://x"} }},
 		{"bench --rounds", func() options { return &benchOptions{g: g, rounds: 1} },
 			func(o options) { o.(*benchOptions).rounds = 21 }},
-		{"bench --compare --no-sdk-baseline", func() options { return &benchOptions{g: g, rounds: 1, compare: true} },
-			func(o options) { o.(*benchOptions).noSDK = true }},
-		{"bench relay --small", func() options {
-			return &benchRelayOptions{g: withBroker, entries: 10, small: 2, batch: 100, total: "1MiB", window: 30 * time.Second}
-		}, func(o options) { o.(*benchRelayOptions).small = 11 }},
-		{"bench relay measure --usage", func() options { return &benchRelayMeasureOptions{usageFile: "u.json", argv: []string{"true"}} },
-			func(o options) { o.(*benchRelayMeasureOptions).usageFile = "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.ok()

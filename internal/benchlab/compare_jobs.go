@@ -1,4 +1,4 @@
-package bench
+package benchlab
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -51,7 +52,7 @@ const (
 	DefaultCompareLatencyJobs = 200
 	// DefaultCompareJobSize is each job's payload: 4 KiB, inline in its
 	// ticket under the default inline threshold.
-	DefaultCompareJobSize = 4 * KiB
+	DefaultCompareJobSize = 4 * bench.KiB
 	// compareJobWorkers is each side's workers (River's MaxWorkers, the
 	// pipeline's Concurrency).
 	compareJobWorkers = 4
@@ -155,7 +156,7 @@ func CompareJobs(ctx context.Context, cfg JobsCompareConfig) (*CompareReport, er
 	if tmp, err = filepath.Abs(tmp); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	keeper, closeKeeper, err := keeperOr(cfg.Keeper)
+	keeper, closeKeeper, err := bench.KeeperOr(cfg.Keeper)
 	if err != nil {
 		return nil, err
 	}
@@ -165,14 +166,14 @@ func CompareJobs(ctx context.Context, cfg JobsCompareConfig) (*CompareReport, er
 	for i, db := range dbs {
 		j := &jobsCompare{cfg: cfg, profiled: map[string]bool{}, keeper: keeper, dir: filepath.Join(tmp, fmt.Sprintf("db%d", i)), database: db}
 		groups = append(groups, j.group())
-		notes = append(notes, fmt.Sprintf("%s: %s", j.kind(), redactURL(j.databaseOrDefault())))
+		notes = append(notes, fmt.Sprintf("%s: %s", j.kind(), bench.RedactURL(j.databaseOrDefault())))
 	}
 	rep, err := Compare(ctx, Comparison{Title: "claimcheck bench jobs --compare", Rounds: cfg.Rounds, Groups: groups, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
 	rep.Notes = append(notes, fmt.Sprintf("%d jobs of %s per enqueue and work case, %d per latency case; claimcheck's payloads sealed (a local keeper); %d workers each side",
-		cfg.Jobs, FormatSize(cfg.Size), cfg.LatencyJobs, compareJobWorkers))
+		cfg.Jobs, bench.FormatSize(cfg.Size), cfg.LatencyJobs, compareJobWorkers))
 	return rep, nil
 }
 
@@ -224,7 +225,7 @@ func (j *jobsCompare) payload() []byte {
 }
 
 func (j *jobsCompare) group() Group {
-	g := Group{Name: fmt.Sprintf("jobs, %s, %s", j.kind(), FormatSize(j.cfg.Size))}
+	g := Group{Name: fmt.Sprintf("jobs, %s, %s", j.kind(), bench.FormatSize(j.cfg.Size))}
 	g.Setup = j.setup
 	g.Teardown = j.teardown
 	n := int64(j.cfg.Jobs)

@@ -1,4 +1,4 @@
-package bench
+package benchlab
 
 // The comparison framework: claimcheck measured against plain references
 // (SHA-256 and the disk, the AWS SDK alone, River alone) in one process and
@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"io"
 	"math"
 	"os"
@@ -88,7 +89,7 @@ type Metric struct {
 // The common metrics.
 var (
 	// MetricMiBPerSec is Bytes over Seconds, in MiB/s.
-	MetricMiBPerSec = Metric{Name: "MiB/s", Of: func(s Sample) float64 { return float64(s.Bytes) / MiB / s.Seconds }}
+	MetricMiBPerSec = Metric{Name: "MiB/s", Of: func(s Sample) float64 { return float64(s.Bytes) / bench.MiB / s.Seconds }}
 	// MetricOpsPerSec is Ops over Seconds.
 	MetricOpsPerSec = Metric{Name: "ops/s", Of: func(s Sample) float64 { return float64(s.Ops) / s.Seconds }}
 	// MetricCPUPerOp is CPUSeconds over Ops, in milliseconds of CPU.
@@ -190,7 +191,7 @@ type CompareReport struct {
 	Groups []GroupResult `json:"groups"`
 	// Checks are pass/fail figures a comparison adds (such as peak RSS
 	// under a limit), printed after the groups.
-	Checks []Check `json:"checks,omitempty"`
+	Checks []bench.Check `json:"checks,omitempty"`
 }
 
 // GroupResult is one group's samples and ratios.
@@ -258,11 +259,10 @@ func (r *CompareReport) Ratio(group, name string) (RatioResult, bool) {
 
 // Compare runs every group in turn, each for c.Rounds rounds with its cases'
 // order reversed in odd rounds, and computes each ratio per round. It
-// shares Run's lock: measurements are process-wide. A failing case, setup
+// shares Run's lock (bench.Lock): measurements are process-wide. A failing case, setup
 // or ratio naming an unknown case ends the run with its error.
 func Compare(ctx context.Context, c Comparison) (*CompareReport, error) {
-	runMu.Lock()
-	defer runMu.Unlock()
+	defer bench.Lock()()
 	rounds := c.Rounds
 	if rounds <= 0 {
 		rounds = 3
@@ -272,8 +272,8 @@ func Compare(ctx context.Context, c Comparison) (*CompareReport, error) {
 			return nil, err
 		}
 	}
-	m := &meter{method: detectRSSMethod(), interval: compareInterval}
-	rep := &CompareReport{Title: c.Title, Rounds: rounds, GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), RSSMethod: m.method}
+	m := bench.NewMeter(compareInterval)
+	rep := &CompareReport{Title: c.Title, Rounds: rounds, GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), RSSMethod: m.Method()}
 	rep.LoadStart, _ = ReadLoadAvg()
 	for _, g := range c.Groups {
 		gr, err := runGroup(ctx, g, rounds, m, c.Log)
@@ -307,7 +307,7 @@ func (g *Group) validate() error {
 	return nil
 }
 
-func runGroup(ctx context.Context, g Group, rounds int, m *meter, log io.Writer) (gr GroupResult, err error) {
+func runGroup(ctx context.Context, g Group, rounds int, m *bench.Meter, log io.Writer) (gr GroupResult, err error) {
 	gr.Name = g.Name
 	if g.Teardown != nil {
 		defer g.Teardown(context.WithoutCancel(ctx))
@@ -333,7 +333,7 @@ func runGroup(ctx context.Context, g Group, rounds int, m *meter, log io.Writer)
 			samples[cs.Name] = append(samples[cs.Name], s)
 			if log != nil {
 				fmt.Fprintf(log, "compare: %s, round %d: %-34s %8.3fs  CPU %7.3fs  peak RSS %6.1f MiB  load %s\n",
-					g.Name, round+1, cs.Name, s.Seconds, s.CPUSeconds, mib(s.PeakRSS), load)
+					g.Name, round+1, cs.Name, s.Seconds, s.CPUSeconds, bench.MiBOf(s.PeakRSS), load)
 			}
 		}
 	}
@@ -347,7 +347,7 @@ func runGroup(ctx context.Context, g Group, rounds int, m *meter, log io.Writer)
 }
 
 // runCase prepares, measures and cleans up one run of a case.
-func runCase(ctx context.Context, cs Case, m *meter) (Sample, error) {
+func runCase(ctx context.Context, cs Case, m *bench.Meter) (Sample, error) {
 	if cs.Prepare != nil {
 		if err := cs.Prepare(ctx); err != nil {
 			return Sample{}, fmt.Errorf("prepare: %w", err)
@@ -355,11 +355,11 @@ func runCase(ctx context.Context, cs Case, m *meter) (Sample, error) {
 	}
 	var got Sample
 	var cpu0, cpu1 float64
-	ms, err := m.measure(func() error {
-		cpu0 = cpuSeconds()
+	ms, err := m.Measure(func() error {
+		cpu0 = bench.CPUSeconds()
 		var err error
 		got, err = cs.Run(ctx)
-		cpu1 = cpuSeconds()
+		cpu1 = bench.CPUSeconds()
 		return err
 	})
 	if cs.Cleanup != nil {
@@ -371,10 +371,10 @@ func runCase(ctx context.Context, cs Case, m *meter) (Sample, error) {
 		return Sample{}, err
 	}
 	if got.Seconds <= 0 {
-		got.Seconds = ms.elapsed.Seconds()
+		got.Seconds = ms.Elapsed.Seconds()
 	}
 	got.CPUSeconds = cpu1 - cpu0
-	got.StartRSS, got.PeakRSS, got.PeakAnon, got.PeakFile = ms.startRSS, ms.peakRSS, ms.peakAnon, ms.peakFile
+	got.StartRSS, got.PeakRSS, got.PeakAnon, got.PeakFile = ms.StartRSS, ms.PeakRSS, ms.PeakAnon, ms.PeakFile
 	return got, nil
 }
 
@@ -408,7 +408,7 @@ func ratioOf(q RatioSpec, samples map[string][]Sample, rounds int) RatioResult {
 		if q.Metric.LowerIsBetter {
 			ok = r.Median <= q.Goal
 		}
-		r.Status = passFail(ok && r.Min > 0)
+		r.Status = bench.PassFail(ok && r.Min > 0)
 	}
 	return r
 }
@@ -448,7 +448,7 @@ func summarize(xs []float64) (median, lo, hi float64) {
 // (seconds, CPU seconds, peak RSS, and each metric its ratios use), and the
 // ratios with median, min–max, goal and status.
 func (r *CompareReport) Write(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &bench.ErrWriter{W: w}
 	fmt.Fprintf(ew, "%s: %s, %d CPUs, %d rounds per group, order of the cases reversed in odd rounds\n", r.Title, r.GoVersion, r.NumCPU, r.Rounds)
 	fmt.Fprintf(ew, "load average (1/5/15 min, /proc/loadavg): %s at the start, %s at the end; peak RSS: %s\n", r.LoadStart, r.LoadEnd, r.RSSMethod)
 	for _, n := range r.Notes {
@@ -470,7 +470,7 @@ func (r *CompareReport) Write(w io.Writer) error {
 		fmt.Fprintln(tw, hdr+"\t")
 		for _, cs := range g.Cases {
 			for i, s := range cs.Samples {
-				line := fmt.Sprintf("%s\t%d\t%.3f\t%.3f\t%.1f\t%.1f\t%.1f", cs.Name, i+1, s.Seconds, s.CPUSeconds, mib(s.PeakRSS), mib(s.PeakAnon), mib(s.PeakFile))
+				line := fmt.Sprintf("%s\t%d\t%.3f\t%.3f\t%.1f\t%.1f\t%.1f", cs.Name, i+1, s.Seconds, s.CPUSeconds, bench.MiBOf(s.PeakRSS), bench.MiBOf(s.PeakAnon), bench.MiBOf(s.PeakFile))
 				for _, mt := range metrics {
 					line += "\t" + formatFigure(mt.Of(s))
 				}
@@ -511,7 +511,7 @@ func (r *CompareReport) Write(w io.Writer) error {
 	for _, c := range r.Checks {
 		fmt.Fprintf(ew, "%s  %s: %.1f MiB (limit %.1f MiB; %s)\n", c.Status, c.Name, c.ValueMiB, c.LimitMiB, c.Detail)
 	}
-	return ew.err
+	return ew.Err
 }
 
 // JSON is the report's --json form, indented.

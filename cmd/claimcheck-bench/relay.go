@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"bytes"
@@ -22,13 +22,14 @@ import (
 
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/internal/bench"
-	"github.com/claimcheck/claimcheck/pipeline"
+	"github.com/claimcheck/claimcheck/internal/benchlab"
+	"github.com/claimcheck/claimcheck/internal/cli"
 )
 
 // relayChild is the program, and the arguments before the global flags,
-// that bench relay runs as the relay process: this executable. Tests
-// replace it with a built claimcheck (a test binary cannot be re-run as
-// the command).
+// that bench relay runs as the relay process: this executable (the
+// claimcheck command tree with the lab's commands). Tests replace it with
+// a built claimcheck-bench (a test binary cannot be re-run as the command).
 var relayChild = func() (string, []string, error) {
 	exe, err := os.Executable()
 	return exe, nil, err
@@ -42,7 +43,7 @@ const (
 
 // benchRelayOptions are the options of bench relay.
 type benchRelayOptions struct {
-	g                     *globals
+	l                     *cli.Lab
 	entries, small, batch int
 	total                 string
 	keep                  bool
@@ -53,45 +54,45 @@ type benchRelayOptions struct {
 // Validate checks the flags and the global ones bench relay needs: a
 // --broker of its own, no --database but PostgreSQL's, no --store.
 func (o *benchRelayOptions) Validate() error {
-	g := o.g
-	if g.brokerURL == "" {
-		return usagef("bench relay needs --broker (or CLAIMCHECK_BROKER): a queue or stream of its own, deleted afterwards")
+	l := o.l
+	if l.Broker() == "" {
+		return cli.UsageErrorf("bench relay needs --broker (or CLAIMCHECK_BROKER): a queue or stream of its own, deleted afterwards")
 	}
-	if g.database != "" && !strings.HasPrefix(g.database, "postgres://") && !strings.HasPrefix(g.database, "postgresql://") {
-		return usagef("bench relay makes a job database per backlog: leave --database unset (SQLite in each data directory) or give a postgres:// URL")
+	if d := l.Database(); d != "" && !strings.HasPrefix(d, "postgres://") && !strings.HasPrefix(d, "postgresql://") {
+		return cli.UsageErrorf("bench relay makes a job database per backlog: leave --database unset (SQLite in each data directory) or give a postgres:// URL")
 	}
-	if g.store != "" {
+	if l.Store() != "" {
 		// Each backlog is a deployment of its own (key, job database,
 		// store namespace): one store for both would hold the small
 		// backlog's payloads, sealed under another key, when the large
 		// one's deployment starts, which refuses it.
-		return usagef("bench relay keeps each backlog's payloads in a file store in its scratch data directory (the relay reads tickets, never payloads, so the store does not change what it measures): drop --store (and CLAIMCHECK_STORE)")
+		return cli.UsageErrorf("bench relay keeps each backlog's payloads in a file store in its scratch data directory (the relay reads tickets, never payloads, so the store does not change what it measures): drop --store (and CLAIMCHECK_STORE)")
 	}
 	if o.entries < 1 || o.entries > 1_000_000 {
-		return usagef("--entries %d: use 1 to 1000000", o.entries)
+		return cli.UsageErrorf("--entries %d: use 1 to 1000000", o.entries)
 	}
 	if o.small < 1 || o.small > o.entries {
-		return usagef("--small %d: use 1 to --entries (%d)", o.small, o.entries)
+		return cli.UsageErrorf("--small %d: use 1 to --entries (%d)", o.small, o.entries)
 	}
 	if o.batch < 1 || o.batch > 10000 {
-		return usagef("--batch %d: use 1 to 10000", o.batch)
+		return cli.UsageErrorf("--batch %d: use 1 to 10000", o.batch)
 	}
 	tot, err := humanize.ParseBytes(o.total)
 	if err != nil || tot == 0 || tot > 1<<50 {
-		return usagef("--total %q: want a size such as 10GiB, 4MiB or 123456 bytes", o.total)
+		return cli.UsageErrorf("--total %q: want a size such as 10GiB, 4MiB or 123456 bytes", o.total)
 	}
 	o.size = int64(tot) / int64(o.entries)
 	if o.size < 1 {
-		return usagef("--total %s is less than a byte per entry (%d entries)", o.total, o.entries)
+		return cli.UsageErrorf("--total %s is less than a byte per entry (%d entries)", o.total, o.entries)
 	}
 	if o.window < time.Second || o.window > time.Hour {
-		return usagef("--window %s: use 1s to 1h", o.window)
+		return cli.UsageErrorf("--window %s: use 1s to 1h", o.window)
 	}
 	return nil
 }
 
-func newBenchRelay(g *globals) *cobra.Command {
-	o := &benchRelayOptions{g: g}
+func newBenchRelay(l *cli.Lab) *cobra.Command {
+	o := &benchRelayOptions{l: l}
 	c := &cobra.Command{
 		Use:   "relay --broker URL [--entries 10000] [--total 10GiB] [--small 10]",
 		Short: "Measure the outbox relay's peak memory against the backlog",
@@ -130,13 +131,13 @@ backlog is refused before anything is written. Each backlog has its own
 SQLite job database in its data directory; with --database postgres://…/db, each gets a fresh PostgreSQL
 database on that server instead (created next to db, dropped afterwards),
 so the relay's process holds no database cache.`,
-		Args: exactArgs(0, "no arguments"),
-		RunE: runE(o, nil),
+		Args: cli.ExactArgs(0, "no arguments"),
+		RunE: l.RunE(o, nil),
 	}
-	c.AddCommand(newBenchRelayMeasure())
-	c.Flags().IntVar(&o.entries, "entries", bench.RelayDefaultEntries, "outbox entries of the large backlog")
+	c.AddCommand(newBenchRelayMeasure(l))
+	c.Flags().IntVar(&o.entries, "entries", benchlab.RelayDefaultEntries, "outbox entries of the large backlog")
 	c.Flags().StringVar(&o.total, "total", "10GiB", "payload bytes of the large backlog, all entries together (e.g. 10GiB, 4MiB, 123456); each payload is total/entries")
-	c.Flags().IntVar(&o.small, "small", bench.RelayDefaultSmall, "outbox entries of the small backlog it is compared with, each of the same payload size")
+	c.Flags().IntVar(&o.small, "small", benchlab.RelayDefaultSmall, "outbox entries of the small backlog it is compared with, each of the same payload size")
 	c.Flags().IntVar(&o.batch, "batch", 100, "the relay's --batch: entries in flight at once")
 	c.Flags().DurationVar(&o.window, "window", 30*time.Second, "how long each relay runs, as a service, before it is interrupted: the same for both backlogs, and long enough to send the large one")
 	c.Flags().BoolVar(&o.keep, "keep", false, "keep the scratch data directories; the broker's queue is deleted all the same")
@@ -147,15 +148,15 @@ type relayBench struct {
 	// databases maps a phase to its PostgreSQL job database's URL (empty:
 	// SQLite in the phase's data directory).
 	databases map[string]string
-	g         *globals
+	l         *cli.Lab
 	stderr    io.Writer
 	batch     int
 	size      int64         // each payload
 	window    time.Duration // each relay's run
 }
 
-func (rb *relayBench) run(ctx context.Context, data string, small, entries int, keep bool) (*bench.RelayReport, error) {
-	g := rb.g
+func (rb *relayBench) run(ctx context.Context, data string, small, entries int, keep bool) (*benchlab.RelayReport, error) {
+	l := rb.l
 	tmp, err := os.MkdirTemp(data, "bench-relay-")
 	if err != nil {
 		return nil, fmt.Errorf("bench relay: %w", err)
@@ -169,18 +170,18 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 			fmt.Fprintf(rb.stderr, "bench relay: removing %s: %v\n", tmp, err)
 		}
 	}()
-	rep := &bench.RelayReport{
-		Broker: g.redactedBroker(), Destination: g.destination, Store: "file store in each data directory", Batch: rb.batch, EntryBytes: rb.size,
+	rep := &benchlab.RelayReport{
+		Broker: l.RedactedBroker(), Destination: l.Destination(), Store: "file store in each data directory", Batch: rb.batch, EntryBytes: rb.size,
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU(),
-		RSSMethod: bench.RSSMethodChild,
+		RSSMethod: benchlab.RSSMethodChild,
 	}
 	backlogs := []struct {
 		name    string
 		entries int
 		seed    uint64
 	}{
-		{bench.RelayPhaseSmall, small, 1 << 40}, // seeds apart: no content is shared
-		{bench.RelayPhaseLarge, entries, 0},
+		{benchlab.RelayPhaseSmall, small, 1 << 40}, // seeds apart: no content is shared
+		{benchlab.RelayPhaseLarge, entries, 0},
 	}
 	// The broker's queue is declared by the first open (in setup): delete
 	// it however the bench ends.
@@ -191,8 +192,8 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 		}
 	}()
 	rb.databases = map[string]string{}
-	if g.database != "" {
-		drop, err := rb.createDatabases(ctx, g.database, bench.RelayPhaseSmall, bench.RelayPhaseLarge)
+	if l.Database() != "" {
+		drop, err := rb.createDatabases(ctx, l.Database(), benchlab.RelayPhaseSmall, benchlab.RelayPhaseLarge)
 		defer drop()
 		if err != nil {
 			return nil, err
@@ -201,7 +202,7 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 	}
 	for _, b := range backlogs {
 		dir := filepath.Join(tmp, b.name)
-		p := bench.RelayPhase{Name: b.name, Entries: b.entries, PayloadBytes: int64(b.entries) * rb.size}
+		p := benchlab.RelayPhase{Name: b.name, Entries: b.entries, PayloadBytes: int64(b.entries) * rb.size}
 		if err := rb.setup(ctx, dir, &p, b.seed); err != nil {
 			return nil, err
 		}
@@ -227,24 +228,17 @@ func (rb *relayBench) run(ctx context.Context, data string, small, entries int, 
 
 // setup checks p.Entries generated payloads into the data directory dir's
 // file store and enqueues each to the outbox of --destination.
-func (rb *relayBench) setup(ctx context.Context, dir string, p *bench.RelayPhase, seed uint64) error {
-	gg := rb.g.inDataDir(dir, rb.databases[p.Name])
-	e, err := gg.open(ctx, openOptions{alwaysOffload: true}) // a claim check, however small the payload
+func (rb *relayBench) setup(ctx context.Context, dir string, p *benchlab.RelayPhase, seed uint64) error {
+	// Always as objects, however small the payload; a broker that is down
+	// or whose messages cannot carry the tickets fails now, not in the relay.
+	ob, err := rb.l.OpenOutbox(ctx, dir, rb.databases[p.Name], relayBenchKind)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	// Fail now, not in the relay, on a broker that is down or whose
-	// messages cannot carry the tickets.
-	tr, err := gg.openBroker(ctx, e, relayBenchKind)
-	if err != nil {
-		return err
-	}
-	tr.Close()
-	opts := &pipeline.EnqueueOptions{Destinations: []string{rb.g.destination}}
+	defer ob.Close()
 	start := time.Now()
 	for i := range p.Entries {
-		if _, err := e.pipe.Enqueue(ctx, relayBenchKind, relayBenchTenant, bench.Stream(seed+uint64(i), rb.size), opts); err != nil {
+		if err := ob.Enqueue(ctx, relayBenchKind, relayBenchTenant, bench.Stream(seed+uint64(i), rb.size)); err != nil {
 			return fmt.Errorf("bench relay: setup %s, entry %d: %w", p.Name, i+1, err)
 		}
 		if n := i + 1; n%1000 == 0 || n == p.Entries {
@@ -269,31 +263,31 @@ func (rb *relayBench) setup(ctx context.Context, dir string, p *bench.RelayPhase
 // the relay's, while the launcher's is only the executable's start-up.
 // Credentials (broker URL, secret, keeper URL) go in the environment, not
 // the command line.
-func (rb *relayBench) measure(ctx context.Context, dir string, p *bench.RelayPhase) (bench.ChildUsage, error) {
-	g := rb.g
+func (rb *relayBench) measure(ctx context.Context, dir string, p *benchlab.RelayPhase) (bench.ChildUsage, error) {
+	l := rb.l
 	var u bench.ChildUsage
 	exe, prefix, err := relayChild()
 	if err != nil {
 		return u, fmt.Errorf("bench relay: the relay's executable: %w", err)
 	}
 	usageFile := filepath.Join(dir, "relay-usage.json")
-	relayArgs := append(slices.Clone(prefix), "--data", dir, "--destination", g.destination,
+	relayArgs := append(slices.Clone(prefix), "--data", dir, "--destination", l.Destination(),
 		"relay", "--batch", strconv.Itoa(rb.batch), "--json")
 	args := append(slices.Clone(prefix), "bench", "relay", "measure", "--usage", usageFile, "--stop-after", rb.window.String(), "--", exe)
 	args = append(args, relayArgs...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(os.Environ(),
-		"CLAIMCHECK_BROKER="+g.brokerURL,
+		"CLAIMCHECK_BROKER="+l.Broker(),
 		"CLAIMCHECK_STORE=",
-		"CLAIMCHECK_SECRET="+g.secretHex,
-		"CLAIMCHECK_KEEPER="+g.keeper,
+		"CLAIMCHECK_SECRET="+l.Secret(),
+		"CLAIMCHECK_KEEPER="+l.Keeper(),
 		"CLAIMCHECK_DATABASE="+rb.databases[p.Name],
-		"CLAIMCHECK_LOG_LEVEL="+g.logLevel,
+		"CLAIMCHECK_LOG_LEVEL="+l.LogLevel(),
 	)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = rb.stderr
-	dieWithParent(cmd)
+	cli.DieWithParent(cmd)
 	fmt.Fprintf(rb.stderr, "relay %s: %s %s\n", p.Name, exe, strings.Join(relayArgs, " "))
 	if err := cmd.Run(); err != nil {
 		return u, fmt.Errorf("bench relay: the relay over the %s backlog: %w", p.Name, err)
@@ -329,9 +323,9 @@ func (rb *relayBench) measure(ctx context.Context, dir string, p *bench.RelayPha
 func (rb *relayBench) purge() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := broker.DeleteTopology(ctx, rb.g.brokerURL)
+	err := broker.DeleteTopology(ctx, rb.l.Broker())
 	if err != nil {
-		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): if the bench made it, purge %s yourself\n", err, rb.g.redactedBroker())
+		fmt.Fprintf(rb.stderr, "bench relay: could not delete the broker's queue (%v): if the bench made it, purge %s yourself\n", err, rb.l.RedactedBroker())
 	}
 }
 
@@ -341,7 +335,7 @@ func (rb *relayBench) purge() {
 func (rb *relayBench) createDatabases(ctx context.Context, base string, phases ...string) (func(), error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return func() {}, usagef("--database: not a URL")
+		return func() {}, cli.UsageErrorf("--database: not a URL")
 	}
 	db, err := sql.Open("pgx", base)
 	if err != nil {
@@ -383,19 +377,21 @@ func isIdent(s string) bool {
 	return len(s) <= 30
 }
 
-func (o *benchRelayOptions) run(ctx context.Context, s streams) error {
-	g := o.g
+// Run is bench relay: both backlogs set up, each relayed by a child
+// process, the report printed as a table or JSON.
+func (o *benchRelayOptions) Run(ctx context.Context, s cli.Streams) error {
+	l := o.l
 	// Both backlogs' payloads stay in their file stores until the end.
-	data, err := benchData(g, uint64(o.entries+o.small)*uint64(o.size), "--total")
+	data, err := l.BenchData(uint64(o.entries+o.small)*uint64(o.size), "--total")
 	if err != nil {
 		return err
 	}
-	rb := &relayBench{g: g, stderr: s.err, batch: o.batch, size: o.size, window: o.window}
+	rb := &relayBench{l: l, stderr: s.Err, batch: o.batch, size: o.size, window: o.window}
 	rep, err := rb.run(ctx, data, o.small, o.entries, o.keep)
 	if err != nil {
 		return err
 	}
-	if err := printReport(s.out, g.json, rep); err != nil {
+	if err := l.PrintReport(s.Out, rep); err != nil {
 		return err
 	}
 	if !rep.Passed() {

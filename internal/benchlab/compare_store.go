@@ -1,4 +1,4 @@
-package bench
+package benchlab
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"io"
 	"net/url"
 	"os"
@@ -23,7 +24,7 @@ import (
 
 // DefaultCompareSizes are the payload sizes CompareStore measures when
 // StoreCompareConfig.Sizes is empty: the sizes of issue 13's S3 row.
-var DefaultCompareSizes = []int64{64 * MiB, 512 * MiB, 1 * GiB}
+var DefaultCompareSizes = []int64{64 * bench.MiB, 512 * bench.MiB, 1 * bench.GiB}
 
 // The goals of issue 13, as ratios of claimcheck over its reference in
 // the same round (median over the rounds).
@@ -140,7 +141,7 @@ func CompareStore(ctx context.Context, cfg StoreCompareConfig) (*CompareReport, 
 	if spoolDir == "" {
 		spoolDir = filepath.Join(tmp, "spool")
 	}
-	keeper, closeKeeper, err := keeperOr(cfg.Keeper)
+	keeper, closeKeeper, err := bench.KeeperOr(cfg.Keeper)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func CompareStore(ctx context.Context, cfg StoreCompareConfig) (*CompareReport, 
 	// this run's objects.
 	c := &storeCompare{ctx: ctx, plain: plain, enc: enc, dir: tmp, spoolDir: spoolDir, seed: cfg.Seed,
 		tenant: "bench-" + hex.EncodeToString(run[:]), profileDir: cfg.ProfileDir, profiled: map[string]bool{}}
-	if isS3(storeURL) {
+	if bench.IsS3(storeURL) {
 		if err := c.openSDK(storeURL); err != nil {
 			return nil, err
 		}
@@ -184,7 +185,7 @@ func CompareStore(ctx context.Context, cfg StoreCompareConfig) (*CompareReport, 
 	if err != nil {
 		return nil, err
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("store %s, spool %s", redactURL(storeURL), spoolDir),
+	rep.Notes = append(rep.Notes, fmt.Sprintf("store %s, spool %s", bench.RedactURL(storeURL), spoolDir),
 		TenantsNote+c.tenant+"*")
 	rep.Checks = c.memoryChecks(rep, sizes)
 	return rep, nil
@@ -247,13 +248,13 @@ func (c *storeCompare) group(n int64) Group {
 	src := filepath.Join(c.dir, "source-"+strconv.FormatInt(n, 10))
 	var openPlain, openEnc *claimcheck.Ticket
 	var checkedIn *claimcheck.Ticket
-	g := Group{Name: fmt.Sprintf("%s, %s", c.storeKind(), FormatSize(n))}
+	g := Group{Name: fmt.Sprintf("%s, %s", c.storeKind(), bench.FormatSize(n))}
 	g.Setup = func(ctx context.Context) error {
 		f, err := os.Create(src)
 		if err != nil {
 			return err
 		}
-		if _, err := io.CopyBuffer(f, stream(c.seed, n), make([]byte, copyBuf)); err != nil {
+		if _, err := io.CopyBuffer(f, bench.Stream(c.seed, n), make([]byte, copyBuf)); err != nil {
 			f.Close()
 			return err
 		}
@@ -271,7 +272,7 @@ func (c *storeCompare) group(n int64) Group {
 		c.delete(c.enc, openEnc)
 		os.Remove(src)
 	}
-	size := strings.ReplaceAll(FormatSize(n), " ", "")
+	size := strings.ReplaceAll(bench.FormatSize(n), " ", "")
 	checkIn := func(name, profile string, s *claimcheck.Store, tenant string) Case {
 		return Case{Name: name,
 			Run: func(ctx context.Context) (Sample, error) {
@@ -522,23 +523,23 @@ func (c *storeCompare) sdkDelete(ctx context.Context, key string) error {
 
 // memoryChecks: every claimcheck case of the largest size under the
 // memory limit.
-func (c *storeCompare) memoryChecks(rep *CompareReport, sizes []int64) []Check {
+func (c *storeCompare) memoryChecks(rep *CompareReport, sizes []int64) []bench.Check {
 	largest := sizes[0]
 	for _, n := range sizes {
 		largest = max(largest, n)
 	}
-	limit := uint64(LimitPeakRSS)
-	name := fmt.Sprintf("peak RSS of every claimcheck case at %s under %s", FormatSize(largest), FormatSize(LimitPeakRSS))
+	limit := uint64(bench.LimitPeakRSS)
+	name := fmt.Sprintf("peak RSS of every claimcheck case at %s under %s", bench.FormatSize(largest), bench.FormatSize(bench.LimitPeakRSS))
 	if c.sdk != nil {
 		part, conc := s3store.PartSize(c.plain, largest), s3store.UploadConcurrency(c.plain)
 		limit += uint64(part) * uint64(conc)
 		name = fmt.Sprintf("peak RSS of every claimcheck case at %s under %s (%s + %s part × %d in flight)",
-			FormatSize(largest), FormatSize(int64(limit)), FormatSize(LimitPeakRSS), FormatSize(part), conc)
+			bench.FormatSize(largest), bench.FormatSize(int64(limit)), bench.FormatSize(bench.LimitPeakRSS), bench.FormatSize(part), conc)
 	}
 	var peak, anon, file uint64
 	var which string
 	for _, g := range rep.Groups {
-		if g.Name != fmt.Sprintf("%s, %s", c.storeKind(), FormatSize(largest)) {
+		if g.Name != fmt.Sprintf("%s, %s", c.storeKind(), bench.FormatSize(largest)) {
 			continue
 		}
 		for _, cs := range g.Cases {
@@ -549,13 +550,13 @@ func (c *storeCompare) memoryChecks(rep *CompareReport, sizes []int64) []Check {
 			}
 		}
 	}
-	chk := Check{Name: name, ValueMiB: mib(peak), LimitMiB: mib(limit), Status: passFail(peak < limit), Detail: "highest: " + which}
+	chk := bench.Check{Name: name, ValueMiB: bench.MiBOf(peak), LimitMiB: bench.MiBOf(limit), Status: bench.PassFail(peak < limit), Detail: "highest: " + which}
 	if anon > 0 {
 		chk.Detail += fmt.Sprintf("; its anonymous memory peaked at %.1f MiB, its file-backed pages (mostly the executable's) at %.1f MiB, sampled every %s",
-			mib(anon), mib(file), compareInterval*statusEvery)
+			bench.MiBOf(anon), bench.MiBOf(file), compareInterval*bench.StatusEvery)
 	}
-	if rep.RSSMethod == RSSMethodNone {
+	if rep.RSSMethod == bench.RSSMethodNone {
 		chk.Status, chk.Detail = "SKIP", "RSS unavailable on this platform"
 	}
-	return []Check{chk}
+	return []bench.Check{chk}
 }

@@ -1,9 +1,10 @@
-package bench
+package benchlab
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -70,7 +71,7 @@ func checkStoreCompare(t *testing.T, rep *CompareReport, sizes []int64, rounds i
 func TestCompareStoreFile(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
-	sizes := []int64{MiB, 3 * MiB}
+	sizes := []int64{bench.MiB, 3 * bench.MiB}
 	profiles := t.TempDir()
 	rep, err := CompareStore(t.Context(), StoreCompareConfig{StoreURL: "file://" + store, Dir: dir, Sizes: sizes, Rounds: 2, ProfileDir: profiles})
 	if err != nil {
@@ -101,7 +102,7 @@ func TestCompareStoreFile(t *testing.T) {
 // sizes (12 MiB: parts) and leaves no object behind.
 func TestCompareStoreS3(t *testing.T) {
 	raw := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "eval \"$(scripts/seaweedfs.sh env)\"")
-	sizes := []int64{MiB, 12 * MiB}
+	sizes := []int64{bench.MiB, 12 * bench.MiB}
 	rep, err := CompareStore(t.Context(), StoreCompareConfig{StoreURL: raw, Dir: t.TempDir(), Sizes: sizes, Rounds: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestCompareStoreS3(t *testing.T) {
 // the benchmark behind the CPU profiles of check-in (go test -cpuprofile).
 // Each object is deleted after its iteration, outside the timer.
 func BenchmarkCheckInFromFile(b *testing.B) {
-	const size = 256 * MiB
+	const size = 256 * bench.MiB
 	fromFileStores(b, 3, size, func(b *testing.B, name, raw, dir, src string) {
 		ctx := context.Background()
 		s, err := claimcheck.OpenStore(ctx, raw, &claimcheck.Options{SpoolDir: filepath.Join(dir, "spool")})
@@ -179,10 +180,10 @@ func BenchmarkCheckInFromFile(b *testing.B) {
 // verified Open and OpenStream (go test -cpuprofile; each case runs under
 // the pprof label "case", for -tagfocus).
 func BenchmarkClaimFromFile(b *testing.B) {
-	const size = 256 * MiB
+	const size = 256 * bench.MiB
 	fromFileStores(b, 5, size, func(b *testing.B, name, raw, dir, src string) {
 		ctx := context.Background()
-		keeper, closeKeeper, err := keeperOr(nil)
+		keeper, closeKeeper, err := bench.KeeperOr(nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -266,7 +267,7 @@ func fromFileStores(b *testing.B, seed uint64, size int64, fn func(b *testing.B,
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := f.ReadFrom(Stream(seed, size)); err != nil {
+	if _, err := f.ReadFrom(bench.Stream(seed, size)); err != nil {
 		b.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

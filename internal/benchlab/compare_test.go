@@ -1,10 +1,11 @@
-package bench
+package benchlab
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"io"
 	"slices"
 	"strings"
@@ -32,12 +33,12 @@ func TestCompareAlternatesAndRatios(t *testing.T) {
 			Run: func(ctx context.Context) (Sample, error) {
 				calls = append(calls, "run "+name)
 				h := sha256.New()
-				if _, err := io.Copy(h, Stream(1, 256*KiB)); err != nil {
+				if _, err := io.Copy(h, bench.Stream(1, 256*bench.KiB)); err != nil {
 					return Sample{}, err
 				}
 				i := round[name]
 				round[name]++
-				s := Sample{Seconds: 1, Bytes: int64(perRound[name][i] * MiB)}
+				s := Sample{Seconds: 1, Bytes: int64(perRound[name][i] * bench.MiB)}
 				if l, ok := latency[name]; ok {
 					s.Values = map[string]float64{"p50 ms": l[i]}
 				}

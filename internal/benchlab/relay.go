@@ -1,15 +1,11 @@
-package bench
+package benchlab
 
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"io"
-	"os/exec"
-	"strconv"
-	"strings"
-	"sync"
 	"text/tabwriter"
-	"time"
 )
 
 // The outbox relay's memory target (the issue's requirement): the relay's
@@ -22,7 +18,7 @@ const RelayMaxRatio = 1.10
 const (
 	RelayDefaultEntries = 10000
 	RelayDefaultSmall   = 10
-	RelayDefaultTotal   = 10 * GiB
+	RelayDefaultTotal   = 10 * bench.GiB
 )
 
 // Relay bench phases, as recorded in RelayPhase.Name.
@@ -33,103 +29,6 @@ const (
 
 // RSSMethodChild is how bench relay finds the relay's peak RSS.
 const RSSMethodChild = "ru_maxrss of the relay process (wait4 by a launcher process; floor: the launcher's VmHWM as the relay started)"
-
-// Stream is the deterministic pseudo-random payload of n bytes for seed
-// (ChaCha8 keyed by seed and n), generated as it is read: distinct seeds
-// give distinct content, hence distinct content-addressed keys.
-func Stream(seed uint64, n int64) io.Reader { return stream(seed, n) }
-
-// FormatSizeApprox is FormatSize where the size is an exact binary unit,
-// and otherwise the bytes with an approximation: "1073741 B ≈ 1.02 MiB".
-func FormatSizeApprox(n int64) string {
-	exact := FormatSize(n)
-	if !strings.HasSuffix(exact, " B") || n < KiB {
-		return exact
-	}
-	switch {
-	case n >= GiB:
-		return fmt.Sprintf("%s ≈ %.2f GiB", exact, float64(n)/GiB)
-	case n >= MiB:
-		return fmt.Sprintf("%s ≈ %.2f MiB", exact, float64(n)/MiB)
-	}
-	return fmt.Sprintf("%s ≈ %.2f KiB", exact, float64(n)/KiB)
-}
-
-// ChildUsage is what MeasureChild measured of one child process.
-type ChildUsage struct {
-	Elapsed time.Duration `json:"elapsed_ns"`
-	// MaxRSS is the child's ru_maxrss in bytes; MaxRSSOK is false where
-	// the OS does not report it (not Linux).
-	MaxRSS   uint64 `json:"max_rss_bytes"`
-	MaxRSSOK bool   `json:"max_rss_ok"`
-	// Floor is the measuring process's VmHWM as the child started, after
-	// GC and a reset of its peak. Go starts children with vfork
-	// (CLONE_VM), and Linux's exec records the peak RSS of the address
-	// space it leaves, the parent's, as the child's starting ru_maxrss:
-	// MaxRSS is the child's own peak only where it exceeds Floor. Hence
-	// bench relay measures the relay from a launcher process that has done
-	// nothing else (`claimcheck bench relay measure`).
-	Floor uint64 `json:"floor_bytes"`
-	// SampledHWM is the child's own VmHWM (/proc/<pid>/status), sampled
-	// while it ran: a cross-check that misses only its last moments.
-	SampledHWM uint64 `json:"sampled_hwm_bytes"`
-}
-
-// FloorBound reports that MaxRSS may be this process's floor rather than
-// the child's own peak.
-func (u ChildUsage) FloorBound() bool { return u.MaxRSSOK && u.Floor > 0 && u.MaxRSS <= u.Floor }
-
-// MeasureChild runs cmd to its end and measures its elapsed time and peak
-// RSS. It first collects this process's garbage, returns the memory to the
-// OS and resets its own peak (see ChildUsage.Floor). Like Run, it is
-// process-wide: nothing else should run meanwhile. The error is cmd's.
-func MeasureChild(cmd *exec.Cmd, interval time.Duration) (ChildUsage, error) {
-	runMu.Lock()
-	defer runMu.Unlock()
-	if interval <= 0 {
-		interval = 10 * time.Millisecond
-	}
-	settle()
-	_ = resetHWM() // fails off Linux, where there is no ru_maxrss either
-	var u ChildUsage
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return u, err
-	}
-	// Start returns once the child has exec'd: our peak now is the floor
-	// the kernel copied into its ru_maxrss.
-	if st, err := readStatus(); err == nil {
-		u.Floor = st.hwm
-	}
-
-	status := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status"
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var sampled uint64
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			if st, err := readStatusOf(status); err == nil {
-				sampled = max(sampled, st.hwm)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	err := cmd.Wait()
-	u.Elapsed = time.Since(start)
-	close(stop)
-	wg.Wait()
-	u.SampledHWM = sampled
-	if cmd.ProcessState != nil {
-		u.MaxRSS, u.MaxRSSOK = childMaxRSS(cmd.ProcessState)
-	}
-	return u, err
-}
 
 // RelayPhase is the relay run over one backlog.
 type RelayPhase struct {
@@ -159,7 +58,7 @@ type RelayPhase struct {
 }
 
 // SetUsage records a MeasureChild result.
-func (p *RelayPhase) SetUsage(u ChildUsage) {
+func (p *RelayPhase) SetUsage(u bench.ChildUsage) {
 	p.Seconds = u.Elapsed.Seconds()
 	if p.Seconds > 0 {
 		p.EntriesPerSec = float64(p.Sent) / p.Seconds
@@ -200,9 +99,9 @@ func (r *RelayReport) Judge() {
 	}
 	s, l := r.Phases[0], r.Phases[1]
 	what := fmt.Sprintf("relay peak RSS with %d entries (%s) at most %.0f%% above %d entries (%s)",
-		l.Entries, FormatSizeApprox(l.PayloadBytes), (RelayMaxRatio-1)*100, s.Entries, FormatSizeApprox(s.PayloadBytes))
+		l.Entries, bench.FormatSizeApprox(l.PayloadBytes), (RelayMaxRatio-1)*100, s.Entries, bench.FormatSizeApprox(s.PayloadBytes))
 	switch {
-	case r.RSSMethod == RSSMethodNone || s.PeakRSS == 0 || l.PeakRSS == 0:
+	case r.RSSMethod == bench.RSSMethodNone || s.PeakRSS == 0 || l.PeakRSS == 0:
 		r.Status, r.Detail = "SKIP", what+": RSS unavailable on this OS"
 		return
 	case s.FloorBound || l.FloorBound:
@@ -211,7 +110,7 @@ func (r *RelayReport) Judge() {
 		return
 	}
 	r.Ratio = float64(l.PeakRSS) / float64(s.PeakRSS)
-	r.Status = passFail(r.Ratio <= RelayMaxRatio)
+	r.Status = bench.PassFail(r.Ratio <= RelayMaxRatio)
 	r.Detail = what
 }
 
@@ -220,22 +119,22 @@ func (r *RelayReport) Passed() bool { return r.Status != "FAIL" }
 
 // Write prints the report: a row per backlog, the ratio and the check.
 func (r *RelayReport) Write(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &bench.ErrWriter{W: w}
 	fmt.Fprintf(ew, "claimcheck bench relay: %s %s/%s, %d CPUs\n", r.GoVersion, r.OS, r.Arch, r.NumCPU)
-	fmt.Fprintf(ew, "broker %s, destination %s, store %s, batch %d, payloads of %s each\n", r.Broker, r.Destination, r.Store, r.Batch, FormatSizeApprox(r.EntryBytes))
+	fmt.Fprintf(ew, "broker %s, destination %s, store %s, batch %d, payloads of %s each\n", r.Broker, r.Destination, r.Store, r.Batch, bench.FormatSizeApprox(r.EntryBytes))
 	fmt.Fprintf(ew, "peak RSS: %s\n\n", r.RSSMethod)
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backlog\tentries\tpayloads\tsetup s\tsetup MiB/s\trelay peak RSS MiB\tsampled HWM MiB\tfloor MiB\trelay s\tentries/s\tsent\tpublish calls/entry\t")
 	for _, p := range r.Phases {
-		peak := fmt.Sprintf("%.1f", mib(p.PeakRSS))
+		peak := fmt.Sprintf("%.1f", bench.MiBOf(p.PeakRSS))
 		if p.PeakRSS == 0 {
 			peak = "n/a"
 		}
 		if p.FloorBound {
 			peak += " (floor)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t%.3f\t\n", p.Name, p.Entries, FormatSizeApprox(p.PayloadBytes),
-			p.SetupSeconds, p.SetupMiBPerSec, peak, mib(p.SampledHWM), mib(p.FloorRSS), p.Seconds, p.EntriesPerSec, p.Sent, p.CallsPerEntry)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%d\t%.3f\t\n", p.Name, p.Entries, bench.FormatSizeApprox(p.PayloadBytes),
+			p.SetupSeconds, p.SetupMiBPerSec, peak, bench.MiBOf(p.SampledHWM), bench.MiBOf(p.FloorRSS), p.Seconds, p.EntriesPerSec, p.Sent, p.CallsPerEntry)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -245,7 +144,7 @@ func (r *RelayReport) Write(w io.Writer) error {
 		fmt.Fprintf(ew, "large/small relay peak RSS: %.3f (limit %.2f)\n", r.Ratio, r.MaxRatio)
 	}
 	fmt.Fprintf(ew, "%s  %s\n", r.Status, r.Detail)
-	return ew.err
+	return ew.Err
 }
 
 // JSON is the report's --json form, indented.

@@ -1,4 +1,4 @@
-package bench
+package benchlab
 
 import (
 	"bytes"
@@ -10,22 +10,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
-// TestRunS3 runs the bench on a real S3 server (SeaweedFS) at small sizes:
+// TestRunS3 runs the bench with the SDK baseline on a real S3 server (SeaweedFS) at small sizes:
 // the claimcheck phases of both variants, the SDK's upload and download of
 // the same bytes, ratios per phase, the memory limit with the part buffers,
 // and nothing left behind.
 func TestRunS3(t *testing.T) {
 	raw := testenv.Require(t, "CLAIMCHECK_TEST_S3_URL", "scripts/seaweedfs.sh env prints it")
 	var log bytes.Buffer
-	sizes := []int64{MiB, 12 * MiB} // 12 MiB: three parts
-	rep, err := Run(context.Background(), Config{StoreURL: raw, Dir: t.TempDir(), Sizes: sizes, Seed: 7, NoBaseline: true, Log: &log})
+	sizes := []int64{bench.MiB, 12 * bench.MiB} // 12 MiB: three parts
+	rep, err := bench.Run(context.Background(), bench.Config{StoreURL: raw, Dir: t.TempDir(), Sizes: sizes, Seed: 7, NoBaseline: true, Baseline: SDKBaseline, Log: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if rep.S3PartBytes != 5*MiB || rep.S3Concurrency != 2 {
+	if rep.S3PartBytes != 5*bench.MiB || rep.S3Concurrency != 2 {
 		t.Fatalf("S3PartBytes %d, S3Concurrency %d; want 5 MiB and 2 (the defaults)", rep.S3PartBytes, rep.S3Concurrency)
 	}
 	type key struct {
@@ -38,18 +39,18 @@ func TestRunS3(t *testing.T) {
 		if !r.Verified || r.MiBPerSec <= 0 || r.PeakHeap == 0 {
 			t.Errorf("%+v", r)
 		}
-		if (r.Variant == VariantSDK) != (r.SHA256 == "") {
+		if (r.Variant == bench.VariantSDK) != (r.SHA256 == "") {
 			t.Errorf("%s %s: sha256 %q", r.Variant, r.Phase, r.SHA256)
 		}
 	}
 	var want []key
 	for _, n := range sizes {
-		for _, v := range []string{VariantPlain, VariantEncrypted} {
-			for _, p := range []string{PhaseCheckIn, PhaseOpen, PhaseStream} {
+		for _, v := range []string{bench.VariantPlain, bench.VariantEncrypted} {
+			for _, p := range []string{bench.PhaseCheckIn, bench.PhaseOpen, bench.PhaseStream} {
 				want = append(want, key{n, v, p})
 			}
 		}
-		want = append(want, key{n, VariantSDK, PhaseUpload}, key{n, VariantSDK, PhaseDownload})
+		want = append(want, key{n, bench.VariantSDK, bench.PhaseUpload}, key{n, bench.VariantSDK, bench.PhaseDownload})
 	}
 	if len(got) != len(want) {
 		t.Fatalf("results %v, want %v", got, want)
@@ -63,9 +64,10 @@ func TestRunS3(t *testing.T) {
 	if len(rep.SDKRatios) != len(sizes)*2*3 {
 		t.Fatalf("%d SDK ratios: %+v", len(rep.SDKRatios), rep.SDKRatios)
 	}
+	sdkPhase := map[string]string{bench.PhaseCheckIn: bench.PhaseUpload, bench.PhaseOpen: bench.PhaseDownload, bench.PhaseStream: bench.PhaseDownload}
 	for _, c := range rep.SDKRatios {
 		r, _ := rep.Result(c.Size, c.Variant, c.Phase)
-		s, _ := rep.Result(c.Size, VariantSDK, c.SDKPhase)
+		s, _ := rep.Result(c.Size, bench.VariantSDK, c.SDKPhase)
 		if c.SDKPhase != sdkPhase[c.Phase] || c.Ratio != r.MiBPerSec/s.MiBPerSec {
 			t.Errorf("ratio %+v: want %s against %s, %v", c, c.Phase, sdkPhase[c.Phase], r.MiBPerSec/s.MiBPerSec)
 		}
@@ -112,45 +114,4 @@ func urlHost(raw string) (string, error) {
 		rest = rest[:j]
 	}
 	return rest, nil
-}
-
-// TestSDKRatiosAndLimit: ratios pair each claimcheck phase with the SDK
-// phase of its direction; the S3 limit adds the part buffers.
-func TestSDKRatiosAndLimit(t *testing.T) {
-	r := &Report{Results: []Result{
-		{Size: MiB, Variant: VariantPlain, Phase: PhaseCheckIn, MiBPerSec: 50},
-		{Size: MiB, Variant: VariantPlain, Phase: PhaseOpen, MiBPerSec: 30},
-		{Size: MiB, Variant: VariantEncrypted, Phase: PhaseStream, MiBPerSec: 45},
-		{Size: MiB, Variant: VariantSDK, Phase: PhaseUpload, MiBPerSec: 100},
-		{Size: MiB, Variant: VariantSDK, Phase: PhaseDownload, MiBPerSec: 60},
-	}}
-	got := r.sdkRatios()
-	want := []SDKRatio{
-		{Size: MiB, Variant: VariantPlain, Phase: PhaseCheckIn, SDKPhase: PhaseUpload, MiBPerSec: 50, SDKMiBPS: 100, Ratio: 0.5},
-		{Size: MiB, Variant: VariantPlain, Phase: PhaseOpen, SDKPhase: PhaseDownload, MiBPerSec: 30, SDKMiBPS: 60, Ratio: 0.5},
-		{Size: MiB, Variant: VariantEncrypted, Phase: PhaseStream, SDKPhase: PhaseDownload, MiBPerSec: 45, SDKMiBPS: 60, Ratio: 0.75},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%+v", got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("ratio %d = %+v, want %+v", i, got[i], want[i])
-		}
-	}
-	if r.LimitPeakRSSFor() != LimitPeakRSS {
-		t.Errorf("file store limit %d", r.LimitPeakRSSFor())
-	}
-	r.S3PartBytes, r.S3Concurrency = 5*MiB, 2
-	if r.LimitPeakRSSFor() != LimitPeakRSS+10*MiB {
-		t.Errorf("s3 limit %d", r.LimitPeakRSSFor())
-	}
-	// The SDK's peaks are not claimcheck's.
-	r.Results = append(r.Results, Result{Size: MiB, Variant: VariantSDK, Phase: PhaseUpload, PeakRSS: 500 * MiB})
-	if p, _ := r.PeakRSS(MiB); p != 0 {
-		t.Errorf("PeakRSS counts the SDK's phases: %d", p)
-	}
-	if p, _ := r.PeakRSSOf(MiB, VariantSDK); p != 500*MiB {
-		t.Errorf("PeakRSSOf(sdk) = %d", p)
-	}
 }

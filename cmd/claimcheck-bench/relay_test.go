@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"encoding/json"
@@ -11,25 +11,26 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck/internal/bench"
+	"github.com/claimcheck/claimcheck/internal/benchlab"
 	"github.com/claimcheck/claimcheck/internal/testenv"
 )
 
-// buildClaimcheck builds cmd/claimcheck into a temporary directory: bench
+// buildLab builds cmd/claimcheck-bench into a temporary directory: bench
 // relay runs the relay as a child process, which the test binary cannot be.
-func buildClaimcheck(t *testing.T) string {
+func buildLab(t *testing.T) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go") // go test puts its own go first on PATH
 	if err != nil {
 		t.Fatalf("the go command: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "claimcheck")
+	bin := filepath.Join(t.TempDir(), "claimcheck-bench")
 	if runtime.GOOS == "windows" {
 		bin += ".exe"
 	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/claimcheck")
+	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/claimcheck-bench")
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/claimcheck: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/claimcheck-bench: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -42,14 +43,14 @@ func TestBenchRelay(t *testing.T) {
 	u = strings.TrimSuffix(u, "/") + fmt.Sprintf("/?queue=cctest.benchrelay.%d", time.Now().UnixNano())
 	t.Cleanup(func() { dropTopology(t, u) })
 
-	bin := buildClaimcheck(t)
+	bin := buildLab(t)
 	saved := relayChild
 	relayChild = func() (string, []string, error) { return bin, nil, nil }
 	t.Cleanup(func() { relayChild = saved })
 
 	b := setup(t)
 	r := b.run("", "--broker", u, "bench", "relay", "--entries", "40", "--small", "4", "--total", "4MiB", "--window", "3s", "--json")
-	var rep bench.RelayReport
+	var rep benchlab.RelayReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("exit %d, stdout is not the JSON report: %v\nstdout: %s\nstderr: %s", r.code, err, r.stdout, r.stderr)
 	}
@@ -60,7 +61,7 @@ func TestBenchRelay(t *testing.T) {
 		t.Fatalf("status %q, exit %d\nstderr: %s", rep.Status, r.code, r.stderr)
 	}
 	const each = 4 * bench.MiB / 40
-	if rep.EntryBytes != each || rep.Batch != 100 || rep.Destination != "default" || rep.MaxRatio != bench.RelayMaxRatio {
+	if rep.EntryBytes != each || rep.Batch != 100 || rep.Destination != "default" || rep.MaxRatio != benchlab.RelayMaxRatio {
 		t.Errorf("report header: %+v", rep)
 	}
 	if strings.Contains(r.stdout+r.stderr, "guest:guest") {
@@ -72,7 +73,7 @@ func TestBenchRelay(t *testing.T) {
 	for i, want := range []struct {
 		name    string
 		entries int
-	}{{bench.RelayPhaseSmall, 4}, {bench.RelayPhaseLarge, 40}} {
+	}{{benchlab.RelayPhaseSmall, 4}, {benchlab.RelayPhaseLarge, 40}} {
 		p := rep.Phases[i]
 		if p.Name != want.name || p.Entries != want.entries || p.Sent != int64(want.entries) || p.PayloadBytes != int64(want.entries)*each {
 			t.Errorf("phase %d: %+v, want %s with %d entries, all sent", i, p, want.name, want.entries)
@@ -84,7 +85,7 @@ func TestBenchRelay(t *testing.T) {
 			t.Errorf("phase %s: no peak RSS: %+v", p.Name, p)
 		}
 	}
-	if runtime.GOOS == "linux" && (rep.Ratio <= 0 || rep.RSSMethod != bench.RSSMethodChild) {
+	if runtime.GOOS == "linux" && (rep.Ratio <= 0 || rep.RSSMethod != benchlab.RSSMethodChild) {
 		t.Errorf("ratio %v, rss method %q", rep.Ratio, rep.RSSMethod)
 	}
 	if strings.Contains(r.stderr, "could not delete") || !strings.Contains(r.stderr, "setup large: 40/40 entries") {

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/claimcheck/claimcheck/internal/bench"
+	"github.com/claimcheck/claimcheck/internal/benchlab"
+	"github.com/claimcheck/claimcheck/internal/cli"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
 // benchJobsOptions are the options of bench jobs.
 type benchJobsOptions struct {
-	g               *globals
+	l               *cli.Lab
 	jobs, latency   int
 	rounds          int
 	size            string
@@ -29,33 +30,33 @@ type benchJobsOptions struct {
 // PostgreSQL URL (SQLite is always a scratch file of its own).
 func (o *benchJobsOptions) Validate() error {
 	if !o.compare {
-		return usagef("bench jobs measures against plain River: give --compare")
+		return cli.UsageErrorf("bench jobs measures against plain River: give --compare")
 	}
 	if o.jobs < 1 || o.jobs > 1_000_000 {
-		return usagef("--jobs %d: use 1 to 1000000", o.jobs)
+		return cli.UsageErrorf("--jobs %d: use 1 to 1000000", o.jobs)
 	}
 	if o.latency < 1 || o.latency > 10_000 {
-		return usagef("--latency-jobs %d: use 1 to 10000", o.latency)
+		return cli.UsageErrorf("--latency-jobs %d: use 1 to 10000", o.latency)
 	}
 	if o.rounds < 1 || o.rounds > 20 {
-		return usagef("--rounds %d: use 1 to 20", o.rounds)
+		return cli.UsageErrorf("--rounds %d: use 1 to 20", o.rounds)
 	}
 	n, err := humanize.ParseBytes(o.size)
 	if err != nil || n == 0 || n > 64<<10 {
-		return usagef("--size %q: want a size between 1 B and 64 KiB such as 4KiB", o.size)
+		return cli.UsageErrorf("--size %q: want a size between 1 B and 64 KiB such as 4KiB", o.size)
 	}
 	o.bytes = int64(n)
-	if d := o.g.database; d != "" && !strings.HasPrefix(d, "postgres://") && !strings.HasPrefix(d, "postgresql://") {
-		return usagef("bench jobs uses a scratch SQLite file of its own: leave --database unset, or give a postgres:// URL to measure PostgreSQL too")
+	if d := o.l.Database(); d != "" && !strings.HasPrefix(d, "postgres://") && !strings.HasPrefix(d, "postgresql://") {
+		return cli.UsageErrorf("bench jobs uses a scratch SQLite file of its own: leave --database unset, or give a postgres:// URL to measure PostgreSQL too")
 	}
-	if o.noLite && o.g.database == "" {
-		return usagef("--no-sqlite needs --database postgres://…")
+	if o.noLite && o.l.Database() == "" {
+		return cli.UsageErrorf("--no-sqlite needs --database postgres://…")
 	}
 	return nil
 }
 
-func newBenchJobs(g *globals) *cobra.Command {
-	o := &benchJobsOptions{g: g}
+func newBenchJobs(l *cli.Lab) *cobra.Command {
+	o := &benchJobsOptions{l: l}
 	c := &cobra.Command{
 		Use:   "jobs --compare [--jobs 10000] [--size 4KiB] [--database postgres://…]",
 		Short: "Compare small jobs with plain River (payload in its args): enqueue, CPU per job, latency",
@@ -80,12 +81,12 @@ round (--rounds, default 3); each ratio is printed per round with its median
 and min–max, next to the load average as each round started, and judged
 against the project's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River).
 --database is connected to first: nothing is measured when it cannot be.`,
-		Args: exactArgs(0, "no arguments"),
-		RunE: runE(o, nil),
+		Args: cli.ExactArgs(0, "no arguments"),
+		RunE: l.RunE(o, nil),
 	}
 	c.Flags().BoolVar(&o.compare, "compare", false, "compare with plain River in this run (required)")
-	c.Flags().IntVar(&o.jobs, "jobs", bench.DefaultCompareJobs, "jobs per enqueue and work case and round")
-	c.Flags().IntVar(&o.latency, "latency-jobs", bench.DefaultCompareLatencyJobs, "jobs per latency case and round")
+	c.Flags().IntVar(&o.jobs, "jobs", benchlab.DefaultCompareJobs, "jobs per enqueue and work case and round")
+	c.Flags().IntVar(&o.latency, "latency-jobs", benchlab.DefaultCompareLatencyJobs, "jobs per latency case and round")
 	c.Flags().StringVar(&o.size, "size", "4KiB", "each job's payload, at most the 64 KiB inline threshold")
 	c.Flags().IntVar(&o.rounds, "rounds", 3, "rounds per database, the order of the cases reversed every other round")
 	c.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "write CPU profiles (go tool pprof) of the first round of claimcheck's enqueue and work cases into this directory: sqlite-enqueue.pprof, sqlite-work.pprof, postgres-…")
@@ -93,8 +94,10 @@ against the project's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River
 	return c
 }
 
-func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
-	data, err := benchData(o.g, 0, "")
+// Run is bench jobs --compare: claimcheck's job pipeline against plain
+// River (benchlab.CompareJobs) on each database, printed as a table or JSON.
+func (o *benchJobsOptions) Run(ctx context.Context, s cli.Streams) error {
+	data, err := o.l.BenchData(0, "")
 	if err != nil {
 		return err
 	}
@@ -102,23 +105,23 @@ func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
 	if !o.noLite {
 		dbs = append(dbs, "")
 	}
-	if o.g.database != "" {
+	if o.l.Database() != "" {
 		// Now, not after the SQLite half has run for minutes.
-		if err := checkDatabase(ctx, o.g.database); err != nil {
+		if err := checkDatabase(ctx, o.l.Database()); err != nil {
 			return err
 		}
-		dbs = append(dbs, o.g.database)
+		dbs = append(dbs, o.l.Database())
 	}
-	cfg := bench.JobsCompareConfig{Databases: dbs, Dir: data, Jobs: o.jobs, LatencyJobs: o.latency,
-		Size: o.bytes, Rounds: o.rounds, Log: s.err}
+	cfg := benchlab.JobsCompareConfig{Databases: dbs, Dir: data, Jobs: o.jobs, LatencyJobs: o.latency,
+		Size: o.bytes, Rounds: o.rounds, Log: s.Err}
 	if cfg.ProfileDir, err = profileDir(o.profile); err != nil {
 		return err
 	}
-	rep, err := bench.CompareJobs(ctx, cfg)
+	rep, err := benchlab.CompareJobs(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if err := printReport(s.out, o.g.json, rep); err != nil {
+	if err := o.l.PrintReport(s.Out, rep); err != nil {
 		return err
 	}
 	if !rep.Passed() {
@@ -133,7 +136,7 @@ func (o *benchJobsOptions) run(ctx context.Context, s streams) error {
 func checkDatabase(ctx context.Context, database string) error {
 	t, err := dbopen.Parse(database)
 	if err != nil {
-		return usagef("--database: %v", err)
+		return cli.UsageErrorf("--database: %v", err)
 	}
 	db, err := dbopen.Open(ctx, t, &dbopen.Options{MaxConns: 1})
 	if err != nil {
