@@ -191,7 +191,7 @@ func (d *Driver) TenantOf(target converter.StorageDriverTargetInfo) (string, err
 	if ns == "" {
 		return "", fmt.Errorf("the store call names no Temporal namespace and the driver has no default Tenant: %w", claimcheck.ErrTicketForbidden)
 	}
-	return "", fmt.Errorf("Temporal namespace %q has no claimcheck tenant (Options.Namespaces) and the driver has no default Tenant: %w", ns, claimcheck.ErrTicketForbidden)
+	return "", fmt.Errorf("the Temporal namespace %q has no claimcheck tenant (Options.Namespaces) and the driver has no default Tenant: %w", ns, claimcheck.ErrTicketForbidden)
 }
 
 func (d *Driver) store1(ctx context.Context, tenant string, p *commonpb.Payload) (converter.StorageDriverClaim, error) {
