@@ -62,66 +62,65 @@ func refusal(status int, reason, msg string) *Error {
 
 func badRequest(msg string) *Error { return refusal(http.StatusBadRequest, ReasonBadRequest, msg) }
 
+// apiRefusals are the core's errors the API answers with a reason and
+// status of its own, in the order classify tries them (the first match
+// wins): each is permanent but ErrNoResult (a result may still come).
+var apiRefusals = []struct {
+	err       error
+	reason    string
+	status    int
+	permanent bool
+}{
+	{pipeline.ErrEmptyPayload, ReasonPayloadEmpty, http.StatusUnprocessableEntity, true},
+	{errDigestMismatch, ReasonDigestMismatch, http.StatusUnprocessableEntity, true},
+	{pipeline.ErrIdempotencyConflict, ReasonIdempotencyConflict, http.StatusConflict, true},
+	{pipeline.ErrJobFinished, ReasonJobFinished, http.StatusConflict, true},
+	{pipeline.ErrNotDead, ReasonNotDead, http.StatusConflict, true},
+	// A replay refused as `claimcheck dead replay` refuses it.
+	{pipeline.ErrPayloadGone, claimcheck.ReasonPayloadMissing, http.StatusConflict, true},
+	{pipeline.ErrStoreNotConfigured, ReasonStoreNotConfigured, http.StatusUnprocessableEntity, true},
+	{pipeline.ErrJobNotFound, ReasonJobNotFound, http.StatusNotFound, true},
+	{pipeline.ErrNoResult, ReasonNoResult, http.StatusConflict, false},
+}
+
+// reasonStatus is the HTTP status of each of claimcheck's reasons
+// (claimcheck.Reason); a reason not listed (unavailable, access denied,
+// keeper, not visible yet, transient) is 503.
+var reasonStatus = map[string]int{
+	claimcheck.ReasonPayloadMissing:  http.StatusGone,
+	claimcheck.ReasonPayloadCorrupt:  http.StatusUnprocessableEntity,
+	claimcheck.ReasonTicketInvalid:   http.StatusBadRequest,
+	claimcheck.ReasonPayloadTooLarge: http.StatusRequestEntityTooLarge,
+	claimcheck.ReasonKeyConflict:     http.StatusConflict,
+	claimcheck.ReasonTicketForbidden: http.StatusForbidden,
+	claimcheck.ReasonConfig:          http.StatusInternalServerError,
+	claimcheck.ReasonHandler:         http.StatusInternalServerError,
+}
+
 // classify maps an error of the core to its HTTP status and body: the
-// status follows the class (claimcheck.Reason), permanent follows
-// claimcheck.IsPermanent.
+// API's own refusals first (apiRefusals, a body over the size limit), then
+// the status follows the class (claimcheck.Reason, reasonStatus), permanent
+// follows claimcheck.IsPermanent.
 func classify(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae
 	}
 	e := &Error{Reason: claimcheck.Reason(err), Message: err.Error(), Permanent: claimcheck.IsPermanent(err)}
+	for _, r := range apiRefusals {
+		if errors.Is(err, r.err) {
+			e.Reason, e.Permanent, e.status = r.reason, r.permanent, r.status
+			return e
+		}
+	}
 	var mbe *http.MaxBytesError
-	switch {
-	case errors.Is(err, pipeline.ErrEmptyPayload):
-		e.Reason, e.Permanent, e.status = ReasonPayloadEmpty, true, http.StatusUnprocessableEntity
-		return e
-	case errors.Is(err, errDigestMismatch):
-		e.Reason, e.Permanent, e.status = ReasonDigestMismatch, true, http.StatusUnprocessableEntity
-		return e
-	case errors.Is(err, pipeline.ErrIdempotencyConflict):
-		e.Reason, e.Permanent, e.status = ReasonIdempotencyConflict, true, http.StatusConflict
-		return e
-	case errors.Is(err, pipeline.ErrJobFinished):
-		e.Reason, e.Permanent, e.status = ReasonJobFinished, true, http.StatusConflict
-		return e
-	case errors.Is(err, pipeline.ErrNotDead):
-		e.Reason, e.Permanent, e.status = ReasonNotDead, true, http.StatusConflict
-		return e
-	case errors.Is(err, pipeline.ErrPayloadGone):
-		// A replay refused as `claimcheck dead replay` refuses it.
-		e.Reason, e.Permanent, e.status = claimcheck.ReasonPayloadMissing, true, http.StatusConflict
-		return e
-	case errors.Is(err, pipeline.ErrStoreNotConfigured):
-		e.Reason, e.Permanent, e.status = ReasonStoreNotConfigured, true, http.StatusUnprocessableEntity
-		return e
-	case errors.Is(err, pipeline.ErrJobNotFound):
-		e.Reason, e.Permanent, e.status = ReasonJobNotFound, true, http.StatusNotFound
-		return e
-	case errors.Is(err, pipeline.ErrNoResult):
-		e.Reason, e.Permanent, e.status = ReasonNoResult, false, http.StatusConflict
-		return e
-	case errors.As(err, &mbe):
+	if errors.As(err, &mbe) {
 		e.Reason, e.Permanent, e.status = claimcheck.ReasonPayloadTooLarge, true, http.StatusRequestEntityTooLarge
 		return e
 	}
-	switch e.Reason {
-	case claimcheck.ReasonPayloadMissing:
-		e.status = http.StatusGone
-	case claimcheck.ReasonPayloadCorrupt:
-		e.status = http.StatusUnprocessableEntity
-	case claimcheck.ReasonTicketInvalid:
-		e.status = http.StatusBadRequest
-	case claimcheck.ReasonPayloadTooLarge:
-		e.status = http.StatusRequestEntityTooLarge
-	case claimcheck.ReasonKeyConflict:
-		e.status = http.StatusConflict
-	case claimcheck.ReasonTicketForbidden:
-		e.status = http.StatusForbidden
-	case claimcheck.ReasonConfig, claimcheck.ReasonHandler:
-		e.status = http.StatusInternalServerError
-	default: // unavailable, access denied, keeper, not visible yet, transient
-		e.status = http.StatusServiceUnavailable
+	e.status = http.StatusServiceUnavailable
+	if status, ok := reasonStatus[e.Reason]; ok {
+		e.status = status
 	}
 	return e
 }
