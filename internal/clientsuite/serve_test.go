@@ -1,4 +1,4 @@
-package clients_test
+package clientsuite_test
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package clients_test
+package clientsuite_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // The clients' interpreters, as the tests run them.
 
 // The module's root, relative to this package's directory.
-const moduleRoot = ".."
+const moduleRoot = "../.."
 
 // childTimeout bounds each python3 or node run (a suite, or one step of an
 // exchange); the machine may be loaded 10-25.
