@@ -46,7 +46,7 @@ type benchRelayOptions struct {
 	l                     *cli.Lab
 	entries, small, batch int
 	total                 string
-	keep                  bool
+	keep, untilEmpty      bool
 	window                time.Duration
 	size                  int64 // each payload: --total / --entries, by Validate
 }
@@ -85,6 +85,9 @@ func (o *benchRelayOptions) Validate() error {
 	if o.size < 1 {
 		return cli.UsageErrorf("--total %s is less than a byte per entry (%d entries)", o.total, o.entries)
 	}
+	if o.untilEmpty && o.window != relayDefaultWindow {
+		return cli.UsageErrorf("--until-empty runs each relay until its backlog is sent, --window for a fixed time: give one of them")
+	}
 	if o.window < time.Second || o.window > time.Hour {
 		return cli.UsageErrorf("--window %s: use 1s to 1h", o.window)
 	}
@@ -118,7 +121,10 @@ garbage collection). The relay is started by a
 launcher process that does nothing else, because Linux counts the starting
 process's own peak RSS in a child's ru_maxrss: the table shows that floor,
 and a sampled VmHWM of the relay as a cross-check. Entries per second are over
-the window, not the relay's throughput.
+the window, not the relay's throughput; with --until-empty each relay runs
+until its backlog is sent (claimcheck relay --until-empty) and entries per
+second are its throughput, start-up included (the memory comparison then
+compares runs of different lengths).
 
 It uses a scratch queue: pass a queue/stream name of its own in --broker
 (e.g. amqp://guest:guest@localhost:5672/?queue=cc-bench-relay or
@@ -139,10 +145,14 @@ so the relay's process holds no database cache.`,
 	c.Flags().StringVar(&o.total, "total", "10GiB", "payload bytes of the large backlog, all entries together (e.g. 10GiB, 4MiB, 123456); each payload is total/entries")
 	c.Flags().IntVar(&o.small, "small", benchlab.RelayDefaultSmall, "outbox entries of the small backlog it is compared with, each of the same payload size")
 	c.Flags().IntVar(&o.batch, "batch", 100, "the relay's --batch: entries in flight at once")
-	c.Flags().DurationVar(&o.window, "window", 30*time.Second, "how long each relay runs, as a service, before it is interrupted: the same for both backlogs, and long enough to send the large one")
+	c.Flags().BoolVar(&o.untilEmpty, "until-empty", false, "run each relay until its backlog is sent instead of for --window: entries/s is then the relay's throughput")
+	c.Flags().DurationVar(&o.window, "window", relayDefaultWindow, "how long each relay runs, as a service, before it is interrupted: the same for both backlogs, and long enough to send the large one")
 	c.Flags().BoolVar(&o.keep, "keep", false, "keep the scratch data directories; the broker's queue is deleted all the same")
 	return c
 }
+
+// relayDefaultWindow is --window's default.
+const relayDefaultWindow = 30 * time.Second
 
 type relayBench struct {
 	// databases maps a phase to its PostgreSQL job database's URL (empty:
@@ -152,7 +162,7 @@ type relayBench struct {
 	stderr    io.Writer
 	batch     int
 	size      int64         // each payload
-	window    time.Duration // each relay's run
+	window    time.Duration // each relay's run; 0: until its backlog is sent
 }
 
 func (rb *relayBench) run(ctx context.Context, data string, small, entries int, keep bool) (*benchlab.RelayReport, error) {
@@ -273,6 +283,9 @@ func (rb *relayBench) measure(ctx context.Context, dir string, p *benchlab.Relay
 	usageFile := filepath.Join(dir, "relay-usage.json")
 	relayArgs := append(slices.Clone(prefix), "--data", dir, "--destination", l.Destination(),
 		"relay", "--batch", strconv.Itoa(rb.batch), "--json")
+	if rb.window == 0 {
+		relayArgs = append(relayArgs, "--until-empty")
+	}
 	args := append(slices.Clone(prefix), "bench", "relay", "measure", "--usage", usageFile, "--stop-after", rb.window.String(), "--", exe)
 	args = append(args, relayArgs...)
 	cmd := exec.CommandContext(ctx, exe, args...)
@@ -387,6 +400,9 @@ func (o *benchRelayOptions) Run(ctx context.Context, s cli.Streams) error {
 		return err
 	}
 	rb := &relayBench{l: l, stderr: s.Err, batch: o.batch, size: o.size, window: o.window}
+	if o.untilEmpty {
+		rb.window = 0
+	}
 	rep, err := rb.run(ctx, data, o.small, o.entries, o.keep)
 	if err != nil {
 		return err

@@ -48,8 +48,16 @@ func TestBenchRelay(t *testing.T) {
 	relayChild = func() (string, []string, error) { return bin, nil, nil }
 	t.Cleanup(func() { relayChild = saved })
 
+	for _, mode := range []string{"--window=3s", "--until-empty"} {
+		t.Run(strings.TrimPrefix(mode, "--"), func(t *testing.T) { benchRelay(t, u, mode) })
+	}
+}
+
+// benchRelay runs bench relay with 40 entries in mode (--window=D or
+// --until-empty) and checks its report.
+func benchRelay(t *testing.T, u, mode string) {
 	b := setup(t)
-	r := b.run("", "--broker", u, "bench", "relay", "--entries", "40", "--small", "4", "--total", "4MiB", "--window", "3s", "--json")
+	r := b.run("", "--broker", u, "bench", "relay", "--entries", "40", "--small", "4", "--total", "4MiB", mode, "--json")
 	var rep benchlab.RelayReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("exit %d, stdout is not the JSON report: %v\nstdout: %s\nstderr: %s", r.code, err, r.stdout, r.stderr)
@@ -81,6 +89,11 @@ func TestBenchRelay(t *testing.T) {
 		if p.Seconds <= 0 || p.EntriesPerSec <= 0 || p.SetupSeconds <= 0 {
 			t.Errorf("phase %s: times %+v", p.Name, p)
 		}
+		// Until empty, the relay exits once its backlog is sent, long
+		// before a window would end (3 s is enough for 40 entries here).
+		if mode == "--until-empty" && p.Seconds >= 3 {
+			t.Errorf("phase %s: relay ran %.1f s: was it run until empty?", p.Name, p.Seconds)
+		}
 		if runtime.GOOS == "linux" && (p.PeakRSS == 0 || p.SampledHWM == 0) {
 			t.Errorf("phase %s: no peak RSS: %+v", p.Name, p)
 		}
@@ -107,6 +120,7 @@ func TestBenchRelayUsage(t *testing.T) {
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--small", "11", "--entries", "10"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--total", "lots"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--window", "10ms"},
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--window", "5s", "--until-empty"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--entries", "10", "--total", "9"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--database", "sqlite:///tmp/x.db", "bench", "relay"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--store", "mem://", "bench", "relay"},
