@@ -32,7 +32,7 @@ func readmeSnippet(t *testing.T, lang string) string {
 // it must print "completed SIZE" and leave the result in invoice.json.
 func readme(t *testing.T, a *apiDeployment, c *client, pdf string) {
 	dir := t.TempDir()
-	clients, err := filepath.Abs(".")
+	clients, err := filepath.Abs(filepath.Join(moduleRoot, "clients"))
 	if err != nil {
 		t.Fatal(err)
 	}
