@@ -40,6 +40,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 )
 
 // Defaults, each overridable in Config.
@@ -195,7 +196,7 @@ type Pipeline struct {
 	driver     riverdriver.Driver[*sql.Tx]
 	listen     *pgxpool.Pool          // PostgreSQL: River's LISTEN connection (nil otherwise)
 	client     *river.Client[*sql.Tx] // insert-only client
-	tools      *river.Client[*sql.Tx] // RiverClient's: client, or on PostgreSQL one on River's database/sql driver alone (postgresDriver.tools)
+	tools      *river.Client[*sql.Tx] // RiverClient's: client, or on PostgreSQL one on River's database/sql driver alone (jobdb.PostgresDriver.Tools)
 	logger     *slog.Logger
 	tel        *instruments
 	gauges     metric.Registration // the observable gauges' (registerGauges), nil if none
@@ -257,39 +258,39 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.NoWrites {
 		cfg.ReadOnly, cfg.MustExist, cfg.SkipMigrations = true, true, true
 	}
-	d, err := openJobDB(ctx, cfg.Database, openOptions{Options: dbopen.Options{MaxConns: cfg.MaxConns, SQLiteCacheKiB: cfg.SQLiteCacheKiB, MustExist: cfg.MustExist, ReadOnly: cfg.NoWrites},
+	d, err := jobdb.Open(ctx, cfg.Database, jobdb.Options{Options: dbopen.Options{MaxConns: cfg.MaxConns, SQLiteCacheKiB: cfg.SQLiteCacheKiB, MustExist: cfg.MustExist, ReadOnly: cfg.NoWrites},
 		Listen: !cfg.NoWrites})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.SkipMigrations {
-		err = d.checkMigrated(ctx)
+		err = d.CheckMigrated(ctx)
 	} else {
-		_, err = d.migrate(ctx, logger)
+		_, err = d.Migrate(ctx, logger)
 	}
 	if err != nil {
-		_ = d.close()
+		_ = d.Close()
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: d.db, listen: d.listen, dialect: d.target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.driver, logger: logger, tel: newInstruments(cfg.Store)}
-	if p.dbID, err = databaseID(ctx, d.db, !cfg.ReadOnly); err == nil {
+	p := &Pipeline{cfg: cfg, db: d.DB, listen: d.Listen, dialect: d.Target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.Driver, logger: logger, tel: newInstruments(cfg.Store)}
+	if p.dbID, err = databaseID(ctx, d.DB, !cfg.ReadOnly); err == nil {
 		for _, st := range p.Stores() {
-			if err = p.claimNamespace(ctx, st, d.target.String(), cfg.ReadOnly); err != nil {
+			if err = p.claimNamespace(ctx, st, d.Target.String(), cfg.ReadOnly); err != nil {
 				break
 			}
 		}
 	}
 	if err != nil {
-		_ = d.close()
+		_ = d.Close()
 		return nil, err
 	}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
 	p.tools = p.client
-	if pd, ok := p.driver.(*postgresDriver); ok && err == nil {
-		p.tools, err = river.NewClient(pd.tools(), p.riverConfig(nil))
+	if pd, ok := p.driver.(*jobdb.PostgresDriver); ok && err == nil {
+		p.tools, err = river.NewClient(pd.Tools(), p.riverConfig(nil))
 	}
 	if err != nil {
-		_ = d.close()
+		_ = d.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	p.registerGauges()
