@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,11 +34,6 @@ import (
 // never published before its payload is stored, and an entry is never lost
 // to a broker outage: it stays in the queue, retried, until it goes out.
 
-// outboxQueuePrefix starts the River queue of every outbox destination.
-// ValidateKind refuses kinds that start with it, so no job of the pipeline
-// shares a queue with an outbox.
-const outboxQueuePrefix = "claimcheck-outbox-"
-
 // MaxDestinationLen is the longest destination name, in bytes: River's
 // longest queue name (64 characters, river.Client's queue validation)
 // less the 18 bytes of outboxQueuePrefix.
@@ -54,15 +48,6 @@ func ValidateDestination(dest string) error {
 	}
 	return nil
 }
-
-func truncateName(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
-func outboxQueue(dest string) string { return outboxQueuePrefix + dest }
 
 // RelayOptions configure Relay.
 type RelayOptions struct {
@@ -772,12 +757,6 @@ func (p *Pipeline) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return fmt.Errorf("pipeline: commit: %w", err)
 	}
 	return nil
-}
-
-// isOutboxQueue reports whether a River queue is an outbox's, and its
-// destination.
-func isOutboxQueue(queue string) (string, bool) {
-	return strings.CutPrefix(queue, outboxQueuePrefix)
 }
 
 // OutboxEmpty reports whether destination's outbox holds no entry waiting

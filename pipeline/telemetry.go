@@ -25,6 +25,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 )
 
 // instruments are a Pipeline's metric instruments and tracer, on its
@@ -72,7 +73,7 @@ func (p *Pipeline) registerGauges() {
 		metric.WithUnit("{entry}"), metric.WithDescription("Outbox entries not yet confirmed by the broker, by destination.")))
 	age := must(m.Float64ObservableGauge("claimcheck.outbox.oldest_age",
 		metric.WithUnit("s"), metric.WithDescription("Age of the oldest outbox entry not yet confirmed, by destination (0 when none).")))
-	jobs := must(m.Int64ObservableGauge("claimcheck.queue.jobs",
+	queued := must(m.Int64ObservableGauge("claimcheck.queue.jobs",
 		metric.WithUnit("{job}"), metric.WithDescription("Jobs in the job database by kind and state (River's states, and waiting); outbox entries excluded. Read at most every 5 s.")))
 	oldest := must(m.Float64ObservableGauge("claimcheck.queue.oldest_age",
 		metric.WithUnit("s"), metric.WithDescription("Age of the oldest job still to be worked (available, retryable or waiting) by kind, from its enqueue (0 when none).")))
@@ -88,12 +89,12 @@ func (p *Pipeline) registerGauges() {
 		}
 		return time.Now()
 	}
-	outbox := &cached[[]OutboxStats]{period: QueueStatsCachePeriod, now: now, read: p.OutboxStats}
-	queue := &cached[[]KindQueue]{period: QueueStatsCachePeriod, now: now, read: p.QueueStats}
-	storage := &cached[[]TenantStorage]{period: StorageCachePeriod, now: now, read: p.StorageByTenant}
+	outbox := jobs.NewCached(QueueStatsCachePeriod, now, p.OutboxStats)
+	queue := jobs.NewCached(QueueStatsCachePeriod, now, p.QueueStats)
+	storage := jobs.NewCached(StorageCachePeriod, now, p.StorageByTenant)
 	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		var errs []error
-		if stats, err := outbox.get(ctx); err != nil {
+		if stats, err := outbox.Get(ctx); err != nil {
 			errs = append(errs, err)
 		} else {
 			for _, st := range stats {
@@ -106,13 +107,13 @@ func (p *Pipeline) registerGauges() {
 				o.ObserveFloat64(age, a, dest)
 			}
 		}
-		if kinds, err := queue.get(ctx); err != nil {
+		if kinds, err := queue.Get(ctx); err != nil {
 			errs = append(errs, err)
 		} else {
 			for _, k := range kinds {
 				kind := claimcheck.AttrKind.String(k.Kind)
 				for state, n := range k.States {
-					o.ObserveInt64(jobs, n, metric.WithAttributes(kind, attribute.String("claimcheck.state", state)))
+					o.ObserveInt64(queued, n, metric.WithAttributes(kind, attribute.String("claimcheck.state", state)))
 				}
 				for reason, n := range k.Dead {
 					o.ObserveInt64(dead, n, metric.WithAttributes(kind, claimcheck.AttrReason.String(reason)))
@@ -124,7 +125,7 @@ func (p *Pipeline) registerGauges() {
 				o.ObserveFloat64(oldest, a, metric.WithAttributes(kind))
 			}
 		}
-		if held, err := storage.get(ctx); err != nil {
+		if held, err := storage.Get(ctx); err != nil {
 			errs = append(errs, err)
 		} else {
 			for _, h := range held {
@@ -134,7 +135,7 @@ func (p *Pipeline) registerGauges() {
 			}
 		}
 		return errors.Join(errs...)
-	}, depth, age, jobs, oldest, dead, heldBytes, heldObjects)
+	}, depth, age, queued, oldest, dead, heldBytes, heldObjects)
 	if err == nil {
 		p.gauges = reg
 	}

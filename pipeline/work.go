@@ -937,13 +937,6 @@ func (e *reasonError) Error() string {
 }
 func (e *reasonError) Unwrap() error { return e.err }
 
-func jsonUnmarshal(b []byte, v any) error {
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("pipeline: decode job arguments: %w", err)
-	}
-	return nil
-}
-
 // running is the set of jobs this worker is running, for the drain.
 type running struct {
 	mu   sync.Mutex
@@ -1037,7 +1030,7 @@ func (p *Pipeline) wakeWaiting(ctx context.Context, queue string) {
 	// Ids only: the arguments, where inline payloads live, are not read.
 	// The queue's own jobs have its kind as River kind, or the legacy one
 	// (ownJobsSQL without the arguments).
-	rows, err := p.db.QueryContext(ctx, `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind IN ($2, $3) AND `+p.waitingSQL(),
+	rows, err := p.db.QueryContext(ctx, `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind IN ($2, $3) AND `+p.jobs.WaitingSQL(),
 		queue, queueKind(queue), legacyRiverKind)
 	var ids []int64
 	if err == nil {
