@@ -23,6 +23,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/pipeline/internal/batch"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
 // The transactional outbox. A job enqueued with EnqueueOptions.Destinations
@@ -292,7 +293,7 @@ func (w *relayWorker) publishBatch(batch []*batch.Req[broker.Message]) {
 func (w *relayWorker) publish(ctx context.Context, msgs []broker.Message) error {
 	start := time.Now()
 	err := w.opts.Transport.Publish(ctx, msgs)
-	w.p.tel.relayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(claimcheck.ErrorAttrs(err), semconv.MessagingDestinationName(w.opts.Destination))...))
+	w.p.tel.RelayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(claimcheck.ErrorAttrs(err), semconv.MessagingDestinationName(w.opts.Destination))...))
 	if w.opts.OnPublish != nil {
 		w.opts.OnPublish(len(msgs), err)
 	}
@@ -329,10 +330,10 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	}
 	// The publish continues the producer's trace (the entry's metadata)
 	// and hands it on in the message's attributes.
-	sctx, link := fromMetadata(ctx, job.Metadata)
+	sctx, link := jobtel.FromMetadata(ctx, job.Metadata)
 	ctx, _, end := w.p.store.StartMessaging(sctx, claimcheck.Messaging{System: w.system(),
 		Type: messagingconv.OperationTypeSend, Name: "publish", Destination: w.opts.Destination, MessageID: strconv.FormatInt(job.ID, 10)},
-		jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
+		jobtel.JobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
 	defer func() { end(err) }()
 	enc := compactJSON(job.Args.Ticket)
 	t, err := claimcheck.ParseTicket(enc)
@@ -340,7 +341,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 		return deadLetter(err)
 	}
 	attrs := map[string]string{}
-	traceContext.Inject(ctx, propagation.MapCarrier(attrs))
+	jobtel.TraceContext.Inject(ctx, propagation.MapCarrier(attrs))
 	key := MessageID(job.ID, enc)
 	attrs[broker.AttrIdempotencyKey] = key
 	attrs[broker.AttrID] = PublishID(key, job.Attempt)

@@ -37,6 +37,7 @@ import (
 	"github.com/claimcheck/claimcheck/internal/dbopen"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
 // Defaults, each overridable in Config.
@@ -163,7 +164,7 @@ type Pipeline struct {
 	jobs       *jobs.Jobs             // the jobs as List, Get, Cancel... read and change them (listing.go)
 	tools      *river.Client[*sql.Tx] // RiverClient's: client, or on PostgreSQL one on River's database/sql driver alone (jobdb.PostgresDriver.Tools)
 	logger     *slog.Logger
-	tel        *instruments
+	tel        *jobtel.Instruments
 	gauges     metric.Registration // the observable gauges' (registerGauges), nil if none
 	gaugeNow   func() time.Time    // the gauges' clock (nil: time.Now), for tests
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
@@ -236,7 +237,7 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		_ = d.Close()
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: d.DB, listen: d.Listen, dialect: d.Target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.Driver, logger: logger, tel: newInstruments(cfg.Store)}
+	p := &Pipeline{cfg: cfg, db: d.DB, listen: d.Listen, dialect: d.Target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.Driver, logger: logger, tel: jobtel.New(cfg.Store)}
 	if p.dbID, err = databaseID(ctx, d.DB, !cfg.ReadOnly); err == nil {
 		for _, st := range p.Stores() {
 			if err = p.claimNamespace(ctx, st, d.Target.String(), cfg.ReadOnly); err != nil {

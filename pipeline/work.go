@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
 // DefaultDrainTimeout is how long Work lets running handlers finish once
@@ -453,10 +454,10 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 
 	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
 	// The attempt's span continues the producer's trace (River's metadata).
-	sctx, link := fromMetadata(ctx, job.Metadata)
+	sctx, link := jobtel.FromMetadata(ctx, job.Metadata)
 	ctx, span, end := w.p.store.StartMessaging(sctx, claimcheck.Messaging{System: claimcheck.MessagingSystemRiver,
 		Type: messagingconv.OperationTypeProcess, Name: "work", Destination: job.Args.JobKind, MessageID: strconv.FormatInt(job.ID, 10)},
-		jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
+		jobtel.JobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
 	defer func() {
 		span.SetAttributes(claimcheck.AttrOutcome.String(string(o.State)))
 		end(o.Err)
