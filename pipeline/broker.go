@@ -127,7 +127,7 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 			src.OnSettled(bo)
 		}
 		if bo.Duplicate {
-			p.tel.dups.Add(context.Background(), 1)
+			p.tel.Dups.Add(context.Background(), 1)
 			return
 		}
 		o := brokerOutcome(bo)

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/claimcheck/claimcheck/pipeline"
-	"github.com/claimcheck/claimcheck/pipelinetest"
+	"github.com/claimcheck/claimcheck/pipeline/pipelinetest"
 )
 
 // The job-store conformance suite, on each database the pipeline supports.

@@ -341,7 +341,7 @@ func (p *Pipeline) prepareEnqueue(kind string, t *claimcheck.Ticket, opts *Enque
 // enqueueNative is enqueueChecked on PostgreSQL for a job whose
 // transaction holds River's insert and nothing else (an inline ticket: no
 // registry row, no check-in intent, no outbox entry): River's Insert, in a
-// transaction of its own on the pgx pool (postgresDriver). Through River's
+// transaction of its own on the pgx pool (jobdb.PostgresDriver). Through River's
 // database/sql driver the same insert took about twice the CPU (its lib/pq
 // array parameters, database/sql's layers), the main cost of a small job's
 // enqueue.

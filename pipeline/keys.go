@@ -8,6 +8,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 )
 
 // Key records (docs/invariants.md, "keys"): the job database's
@@ -15,21 +16,6 @@ import (
 // of every key-encryption key that sealed a payload or a result of this
 // deployment, so that a lost key file is noticed, from the database alone,
 // before a new key is made in its place.
-
-// unrecordedKeyID is the id recorded for sealed data whose key id is not
-// known: jobs sealed before keys were recorded (the migration's backfill),
-// or a keeper given no id (claimcheck.KeyIDText of "").
-const unrecordedKeyID = "(unrecorded)"
-
-// sealedJobsSQLite and sealedJobsPG select the jobs of river_job whose
-// arguments (an inline ticket) or output (an inline result ticket) carry a
-// wrapped data key ("dek", docs/ticket.md). River's SQLite driver stores
-// args and metadata as SQLite's binary JSON (jsonb), which json_extract
-// reads; on PostgreSQL they are jsonb columns.
-const (
-	sealedJobsSQLite = `json_extract(args, '$.ticket.dek') IS NOT NULL OR json_extract(metadata, '$.output.result.dek') IS NOT NULL`
-	sealedJobsPG     = `args->'ticket'->>'dek' IS NOT NULL OR metadata->'output'->'result'->>'dek' IS NOT NULL`
-)
 
 // RecordedKeyIDs returns the ids of the key-encryption keys that sealed a
 // payload or result recorded in the job database db (opened with
@@ -60,16 +46,16 @@ func RecordedKeyIDs(ctx context.Context, db *sql.DB) ([]string, error) {
 		if !jobs {
 			return nil, nil
 		}
-		cond := sealedJobsSQLite
+		cond := jobdb.SealedJobsSQLite
 		if dialect == dbopen.Postgres {
-			cond = sealedJobsPG
+			cond = jobdb.SealedJobsPG
 		}
 		var sealed bool
 		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM river_job WHERE `+cond+`)`).Scan(&sealed); err != nil {
 			return nil, fmt.Errorf("pipeline: look for jobs with sealed payloads (no key ids recorded yet): %w", err)
 		}
 		if sealed {
-			return []string{unrecordedKeyID}, nil
+			return []string{jobdb.UnrecordedKeyID}, nil
 		}
 		return nil, nil
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 )
 
 // A running job's lease is River's own attempted_at column: River's
@@ -51,14 +53,6 @@ func (p *Pipeline) heartbeat(ctx context.Context, id int64, attempt int, cancel 
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// dbNow is the database's current time in the form River stores it.
-func (p *Pipeline) dbNow() string {
-	if p.dialect == "sqlite" {
-		return "datetime('now', 'subsec')"
-	}
-	return "now()"
 }
 
 // ErrJobHeld is returned by ReleaseJob for a running job whose worker is
@@ -114,8 +108,8 @@ func (p *Pipeline) ReleaseJob(ctx context.Context, id int64, opts *ReleaseOption
 		}
 		return nil, fmt.Errorf("pipeline: release job %d: %w", id, gerr)
 	}
-	j, err := jobInfo(row)
-	if errors.Is(err, errNotOwn) {
+	j, err := jobs.InfoOf(row)
+	if errors.Is(err, jobs.ErrNotOwn) {
 		return nil, JobNotFound(id)
 	}
 	if err != nil {

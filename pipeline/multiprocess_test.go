@@ -14,7 +14,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/pipeline"
-	"github.com/claimcheck/claimcheck/pipelinetest"
+	"github.com/claimcheck/claimcheck/pipeline/pipelinetest"
 )
 
 // Several producers and workers share one database, as separate processes

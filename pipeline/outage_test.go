@@ -80,10 +80,10 @@ func TestOpenResultGone(t *testing.T) {
 		return &claimcheck.Result{Body: strings.NewReader("a result")}, nil
 	})})
 	j, err := b.p.Get(b.ctx, res.JobID)
-	if err != nil || j.result == nil {
+	if err != nil || j.ResultTicket() == nil {
 		t.Fatalf("job %d: %v, result %v", res.JobID, err, j)
 	}
-	if err := b.store.Bucket().Delete(b.ctx, j.result.Key); err != nil {
+	if err := b.store.Bucket().Delete(b.ctx, j.ResultTicket().Key); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = b.p.OpenResult(b.ctx, res.JobID)

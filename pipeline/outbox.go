@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,8 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/pipeline/internal/batch"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
 // The transactional outbox. A job enqueued with EnqueueOptions.Destinations
@@ -33,11 +34,6 @@ import (
 // (EnqueueTx), after the payload's check-in has returned, so a ticket is
 // never published before its payload is stored, and an entry is never lost
 // to a broker outage: it stays in the queue, retried, until it goes out.
-
-// outboxQueuePrefix starts the River queue of every outbox destination.
-// ValidateKind refuses kinds that start with it, so no job of the pipeline
-// shares a queue with an outbox.
-const outboxQueuePrefix = "claimcheck-outbox-"
 
 // MaxDestinationLen is the longest destination name, in bytes: River's
 // longest queue name (64 characters, river.Client's queue validation)
@@ -53,15 +49,6 @@ func ValidateDestination(dest string) error {
 	}
 	return nil
 }
-
-func truncateName(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
-func outboxQueue(dest string) string { return outboxQueuePrefix + dest }
 
 // RelayOptions configure Relay.
 type RelayOptions struct {
@@ -158,7 +145,7 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		opts.MaxRetryDelay = 15 * time.Second
 	}
 	w := &relayWorker{p: p, opts: opts, reg: p.startFanOutRegistrar(opts.Transport, opts.Batch)}
-	w.pub = newBatcher(relayPublishBatch, max(1, opts.Batch/relayPublishBatch), relayLinger, w.publishBatch)
+	w.pub = batch.New(relayPublishBatch, max(1, opts.Batch/relayPublishBatch), relayLinger, w.publishBatch)
 	// After runClient, River has stopped: no Work call registers or
 	// publishes any more.
 	defer w.reg.Stop()
@@ -236,7 +223,7 @@ type relayWorker struct {
 	// reg writes the entries' fan-out registrations (nil: no fan-out).
 	reg *fanOutRegistrar
 	// pub publishes the entries in flight in batches (publishBatch).
-	pub *batcher[broker.Message]
+	pub *batch.Batcher[broker.Message]
 }
 
 // relayPublishBatch is the most entries one Publish call carries: SQS's
@@ -260,11 +247,11 @@ const relayLinger = 5 * time.Millisecond
 // (a message too large, an attribute the broker refuses) is split, each
 // message published alone, so that only the entry at fault is
 // dead-lettered.
-func (w *relayWorker) publishBatch(batch []*batchReq[broker.Message]) {
+func (w *relayWorker) publishBatch(batch []*batch.Req[broker.Message]) {
 	live := batch[:0]
 	for _, req := range batch {
-		if err := req.ctx.Err(); err != nil {
-			req.done <- fmt.Errorf("pipeline: relay: publish: %w", err)
+		if err := req.Ctx.Err(); err != nil {
+			req.Done <- fmt.Errorf("pipeline: relay: publish: %w", err)
 			continue
 		}
 		live = append(live, req)
@@ -274,7 +261,7 @@ func (w *relayWorker) publishBatch(batch []*batchReq[broker.Message]) {
 	}
 	msgs := make([]broker.Message, len(live))
 	for i, req := range live {
-		msgs[i] = req.v
+		msgs[i] = req.V
 	}
 	// The call serves entries whose own contexts may end at different
 	// times: it has the relay's publish timeout instead.
@@ -285,19 +272,19 @@ func (w *relayWorker) publishBatch(batch []*batchReq[broker.Message]) {
 	switch {
 	case err == nil:
 		for _, req := range live {
-			req.done <- nil
+			req.Done <- nil
 		}
 	case errors.As(err, &perr):
 		for i, req := range live {
-			req.done <- perr.Failed[i]
+			req.Done <- perr.Failed[i]
 		}
 	case len(live) > 1 && claimcheck.Refused(err):
 		for _, req := range live {
-			req.done <- w.publish(ctx, []broker.Message{req.v})
+			req.Done <- w.publish(ctx, []broker.Message{req.V})
 		}
 	default:
 		for _, req := range live {
-			req.done <- err
+			req.Done <- err
 		}
 	}
 }
@@ -306,7 +293,7 @@ func (w *relayWorker) publishBatch(batch []*batchReq[broker.Message]) {
 func (w *relayWorker) publish(ctx context.Context, msgs []broker.Message) error {
 	start := time.Now()
 	err := w.opts.Transport.Publish(ctx, msgs)
-	w.p.tel.relayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(claimcheck.ErrorAttrs(err), semconv.MessagingDestinationName(w.opts.Destination))...))
+	w.p.tel.RelayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(claimcheck.ErrorAttrs(err), semconv.MessagingDestinationName(w.opts.Destination))...))
 	if w.opts.OnPublish != nil {
 		w.opts.OnPublish(len(msgs), err)
 	}
@@ -343,10 +330,10 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	}
 	// The publish continues the producer's trace (the entry's metadata)
 	// and hands it on in the message's attributes.
-	sctx, link := fromMetadata(ctx, job.Metadata)
+	sctx, link := jobtel.FromMetadata(ctx, job.Metadata)
 	ctx, _, end := w.p.store.StartMessaging(sctx, claimcheck.Messaging{System: w.system(),
 		Type: messagingconv.OperationTypeSend, Name: "publish", Destination: w.opts.Destination, MessageID: strconv.FormatInt(job.ID, 10)},
-		jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
+		jobtel.JobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
 	defer func() { end(err) }()
 	enc := compactJSON(job.Args.Ticket)
 	t, err := claimcheck.ParseTicket(enc)
@@ -354,7 +341,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 		return deadLetter(err)
 	}
 	attrs := map[string]string{}
-	traceContext.Inject(ctx, propagation.MapCarrier(attrs))
+	jobtel.TraceContext.Inject(ctx, propagation.MapCarrier(attrs))
 	key := MessageID(job.ID, enc)
 	attrs[broker.AttrIdempotencyKey] = key
 	attrs[broker.AttrID] = PublishID(key, job.Attempt)
@@ -383,7 +370,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	}
 	err = w.reg.register(ctx, job.ID, t)
 	if err == nil {
-		err = w.pub.do(ctx, "publish", m)
+		err = w.pub.Do(ctx, "publish", m)
 	}
 	if err != nil {
 		if claimcheck.Refused(err) {
@@ -483,7 +470,7 @@ func registerFanOutTx(ctx context.Context, tx *sql.Tx, job int64, t *claimcheck.
 type fanOutRegistrar struct {
 	p  *Pipeline
 	fo broker.FanOut
-	b  *batcher[fanOutEntry]
+	b  *batch.Batcher[fanOutEntry]
 }
 
 // fanOutEntry is one entry's registration.
@@ -501,7 +488,7 @@ func (p *Pipeline) startFanOutRegistrar(tr broker.Transport, max int) *fanOutReg
 		return nil
 	}
 	r := &fanOutRegistrar{p: p, fo: fo}
-	r.b = newBatcher(max, 1, 0, r.write)
+	r.b = batch.New(max, 1, 0, r.write)
 	return r
 }
 
@@ -520,17 +507,17 @@ func (r *fanOutRegistrar) register(ctx context.Context, job int64, t *claimcheck
 	if r == nil || t.IsInline() {
 		return nil
 	}
-	return r.b.do(ctx, "registry", fanOutEntry{job: job, t: t})
+	return r.b.Do(ctx, "registry", fanOutEntry{job: job, t: t})
 }
 
 // write commits batch's registrations in one transaction. If that fails
 // (one entry's row may be at fault), each entry is tried again in a
 // transaction of its own, so an entry fails only of its own error.
-func (r *fanOutRegistrar) write(batch []*batchReq[fanOutEntry]) {
+func (r *fanOutRegistrar) write(batch []*batch.Req[fanOutEntry]) {
 	live := batch[:0]
 	for _, req := range batch {
-		if err := req.ctx.Err(); err != nil {
-			req.done <- fmt.Errorf("pipeline: relay: registry: %w", err)
+		if err := req.Ctx.Err(); err != nil {
+			req.Done <- fmt.Errorf("pipeline: relay: registry: %w", err)
 			continue
 		}
 		live = append(live, req)
@@ -541,7 +528,7 @@ func (r *fanOutRegistrar) write(batch []*batchReq[fanOutEntry]) {
 	queues, err := queuesOf(r.fo)
 	if err != nil {
 		for _, req := range live {
-			req.done <- err
+			req.Done <- err
 		}
 		return
 	}
@@ -551,7 +538,7 @@ func (r *fanOutRegistrar) write(batch []*batchReq[fanOutEntry]) {
 		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
 		err = r.p.inTx(ctx, func(tx *sql.Tx) error {
 			for _, req := range live {
-				if err := registerFanOutTx(ctx, tx, req.v.job, req.v.t, queues); err != nil {
+				if err := registerFanOutTx(ctx, tx, req.V.job, req.V.t, queues); err != nil {
 					return err
 				}
 			}
@@ -560,13 +547,13 @@ func (r *fanOutRegistrar) write(batch []*batchReq[fanOutEntry]) {
 		cancel()
 		if err == nil {
 			for _, req := range live {
-				req.done <- nil
+				req.Done <- nil
 			}
 			return
 		}
 	}
 	for _, req := range live {
-		req.done <- r.p.inTx(req.ctx, func(tx *sql.Tx) error { return registerFanOutTx(req.ctx, tx, req.v.job, req.v.t, queues) })
+		req.Done <- r.p.inTx(req.Ctx, func(tx *sql.Tx) error { return registerFanOutTx(req.Ctx, tx, req.V.job, req.V.t, queues) })
 	}
 }
 
@@ -771,12 +758,6 @@ func (p *Pipeline) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return fmt.Errorf("pipeline: commit: %w", err)
 	}
 	return nil
-}
-
-// isOutboxQueue reports whether a River queue is an outbox's, and its
-// destination.
-func isOutboxQueue(queue string) (string, bool) {
-	return strings.CutPrefix(queue, outboxQueuePrefix)
 }
 
 // OutboxEmpty reports whether destination's outbox holds no entry waiting

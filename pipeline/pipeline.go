@@ -19,15 +19,10 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +35,9 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
 // Defaults, each overridable in Config.
@@ -75,38 +73,6 @@ const rescuerInterval = 30 * time.Second
 // retention must cover.
 func DefaultRetryWindow(maxAttempts int) time.Duration {
 	return claimcheck.RetryWindow(maxAttempts, DefaultJobTimeout, DefaultLease)
-}
-
-// River's job kind (river_job.kind, the kind River UI and River's metrics
-// show) is the claimcheck kind of a job, the same as its arguments' "kind"
-// and its queue's (StoreQueue); an outbox entry's is its queue's name,
-// outboxQueuePrefix+destination, since its relay publishes entries of
-// every kind to that destination. legacyRiverKind was every job's and
-// entry's River kind before (docs/invariants.md, "River kinds"): workers
-// and relays still take jobs of that kind, so jobs enqueued before work
-// as they were. Nothing inserts it any more.
-const legacyRiverKind = "claimcheck"
-
-// riverKind is the River job kind of a job of claimcheck kind kind, or of
-// an outbox entry for dest (dest not empty).
-func riverKind(kind, dest string) string {
-	if dest != "" {
-		return outboxQueue(dest)
-	}
-	return kind
-}
-
-// ownJobsSQL is the condition on river_job that selects claimcheck's jobs
-// and outbox entries, and no River job of another program sharing the
-// database: a River kind equal to the arguments' kind (a job), to its
-// outbox queue (an entry, whose name no kind may take: ValidateKind), or
-// legacyRiverKind. ownJob is the same rule in Go.
-const ownJobsSQL = `(kind = args ->> 'kind' OR (kind = queue AND queue LIKE '` + outboxQueuePrefix + `%') OR kind = '` + legacyRiverKind + `')`
-
-// ownJob reports whether row, whose arguments are args, is claimcheck's
-// job or outbox entry (ownJobsSQL).
-func ownJob(row *rivertype.JobRow, args *jobArgs) bool {
-	return row.Kind == args.JobKind || row.Kind == row.Queue && strings.HasPrefix(row.Queue, outboxQueuePrefix) || row.Kind == legacyRiverKind
 }
 
 // Config configures a Pipeline.
@@ -195,15 +161,15 @@ type Pipeline struct {
 	driver     riverdriver.Driver[*sql.Tx]
 	listen     *pgxpool.Pool          // PostgreSQL: River's LISTEN connection (nil otherwise)
 	client     *river.Client[*sql.Tx] // insert-only client
-	tools      *river.Client[*sql.Tx] // RiverClient's: client, or on PostgreSQL one on River's database/sql driver alone (postgresDriver.tools)
+	jobs       *jobs.Jobs             // the jobs as List, Get, Cancel... read and change them (listing.go)
+	tools      *river.Client[*sql.Tx] // RiverClient's: client, or on PostgreSQL one on River's database/sql driver alone (jobdb.PostgresDriver.Tools)
 	logger     *slog.Logger
-	tel        *instruments
+	tel        *jobtel.Instruments
 	gauges     metric.Registration // the observable gauges' (registerGauges), nil if none
 	gaugeNow   func() time.Time    // the gauges' clock (nil: time.Now), for tests
 	dbID       string              // claimcheck_meta's database_id (namespace.go)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 	lastWake   atomic.Int64        // unix nanos of the last wakeWaiting
-	lastQueues atomic.Int64        // unix nanos of the last RegisterQueues
 	back       backSignal          // wakes untilDone's waits (work.go)
 	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)
 }
@@ -257,41 +223,42 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	if cfg.NoWrites {
 		cfg.ReadOnly, cfg.MustExist, cfg.SkipMigrations = true, true, true
 	}
-	d, err := openJobDB(ctx, cfg.Database, openOptions{Options: dbopen.Options{MaxConns: cfg.MaxConns, SQLiteCacheKiB: cfg.SQLiteCacheKiB, MustExist: cfg.MustExist, ReadOnly: cfg.NoWrites},
+	d, err := jobdb.Open(ctx, cfg.Database, jobdb.Options{Options: dbopen.Options{MaxConns: cfg.MaxConns, SQLiteCacheKiB: cfg.SQLiteCacheKiB, MustExist: cfg.MustExist, ReadOnly: cfg.NoWrites},
 		Listen: !cfg.NoWrites})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.SkipMigrations {
-		err = d.checkMigrated(ctx)
+		err = d.CheckMigrated(ctx)
 	} else {
-		_, err = d.migrate(ctx, logger)
+		_, err = d.Migrate(ctx, logger)
 	}
 	if err != nil {
-		_ = d.close()
+		_ = d.Close()
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: d.db, listen: d.listen, dialect: d.target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.driver, logger: logger, tel: newInstruments(cfg.Store)}
-	if p.dbID, err = databaseID(ctx, d.db, !cfg.ReadOnly); err == nil {
+	p := &Pipeline{cfg: cfg, db: d.DB, listen: d.Listen, dialect: d.Target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.Driver, logger: logger, tel: jobtel.New(cfg.Store)}
+	if p.dbID, err = databaseID(ctx, d.DB, !cfg.ReadOnly); err == nil {
 		for _, st := range p.Stores() {
-			if err = p.claimNamespace(ctx, st, d.target.String(), cfg.ReadOnly); err != nil {
+			if err = p.claimNamespace(ctx, st, d.Target.String(), cfg.ReadOnly); err != nil {
 				break
 			}
 		}
 	}
 	if err != nil {
-		_ = d.close()
+		_ = d.Close()
 		return nil, err
 	}
 	p.client, err = river.NewClient(p.driver, p.riverConfig(nil))
 	p.tools = p.client
-	if pd, ok := p.driver.(*postgresDriver); ok && err == nil {
-		p.tools, err = river.NewClient(pd.tools(), p.riverConfig(nil))
+	if pd, ok := p.driver.(*jobdb.PostgresDriver); ok && err == nil {
+		p.tools, err = river.NewClient(pd.Tools(), p.riverConfig(nil))
 	}
 	if err != nil {
-		_ = d.close()
+		_ = d.Close()
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
+	p.jobs = jobs.New(p.db, p.dialect, p.client, p.tools, p.storeFor)
 	p.registerGauges()
 	return p, nil
 }
@@ -347,46 +314,11 @@ func (p *Pipeline) Close() error {
 	return p.db.Close()
 }
 
-var kindRegexp = regexp.MustCompile(`^[a-z0-9]+(?:[_-]?[a-z0-9]+)*$`)
-
-// ValidateKind checks a job kind: 2 to 64 lowercase letters and digits,
-// single '-' or '_' between them (River's queue-name rule, plus its 2-byte
-// minimum for kinds), not starting with "claimcheck-outbox-" (the outbox's
-// queues) or "claimcheck-store-" (named stores' queues, StoreQueue).
-func ValidateKind(kind string) error {
-	if strings.HasPrefix(kind, outboxQueuePrefix) {
-		return fmt.Errorf("kind %q is invalid: names starting with %q are reserved for the outbox", truncateName(kind), outboxQueuePrefix)
-	}
-	if strings.HasPrefix(kind, storeQueuePrefix) {
-		return fmt.Errorf("kind %q is invalid: names starting with %q are reserved for the queues of named stores", truncateName(kind), storeQueuePrefix)
-	}
-	if len(kind) < 2 || len(kind) > 64 || !kindRegexp.MatchString(kind) {
-		shown := kind
-		if len(shown) > 64 {
-			shown = shown[:64] + "…"
-		}
-		return fmt.Errorf("kind %q (%d bytes) is invalid: use 2 to 64 characters a-z, 0-9, single '-' or '_' between them", shown, len(kind))
-	}
-	return nil
-}
-
 // retryPolicy is claimcheck.RetryPolicy as River's retry policy.
 type retryPolicy struct{ p claimcheck.RetryPolicy }
 
 func (r retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	return time.Now().Add(r.p.Delay(job.Attempt))
-}
-
-// jobArgs are the River arguments of every claimcheck job: the ticket and
-// what routing needs, nothing else.
-type jobArgs struct {
-	JobKind        string          `json:"kind"`
-	Tenant         string          `json:"tenant" river:"unique"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty" river:"unique"`
-	Ticket         json.RawMessage `json:"ticket"`
-	// Destination is set on an outbox entry: the broker destination its
-	// relay publishes to.
-	Destination string `json:"destination,omitempty"`
 }
 
 // insertArgs are jobArgs as an insert writes them, the same JSON: the
@@ -414,36 +346,3 @@ const argsOverhead = ArgsOverhead
 
 // MaxIdempotencyKeyLen is the longest idempotency key, in bytes.
 const MaxIdempotencyKeyLen = 128
-
-// Kind is the job's River kind as the arguments say it (riverKind): a
-// job of legacyRiverKind says another.
-func (a jobArgs) Kind() string { return riverKind(a.JobKind, a.Destination) }
-
-// compactJSON returns b without insignificant whitespace. PostgreSQL keeps
-// job arguments as jsonb, which reads back reformatted ("a": 1, "b": 2);
-// compacting restores the size the producer encoded, so ticket and argument
-// sizes read the same on every database. b is returned as is if it is not
-// valid JSON (ParseTicket then reports it).
-func compactJSON(b []byte) []byte {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return b
-	}
-	return buf.Bytes()
-}
-
-// jobOutput is what a completed job records as its River output.
-type jobOutput struct {
-	Result json.RawMessage `json:"result,omitempty"`
-	// UnavailableSince is when the job's current run of attempts that met
-	// unavailable infrastructure began (RetryPolicy.Window).
-	UnavailableSince time.Time `json:"unavailable_since,omitzero"`
-	// WaitReason and WaitError are the cause of the latest unavailable
-	// attempt (claimcheck.Reason and the error's text), shown by List and
-	// Get as the waiting job's Reason and Error.
-	WaitReason string `json:"wait_reason,omitempty"`
-	WaitError  string `json:"wait_error,omitempty"`
-}
-
-// ErrJobNotFound is returned (wrapped) for a job id that does not exist.
-var ErrJobNotFound = errors.New("job not found")

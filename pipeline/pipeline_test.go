@@ -21,6 +21,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 )
 
 // workTimeout bounds every Work(UntilEmpty) call: a job that never settles
@@ -285,10 +286,7 @@ func TestMigrate(t *testing.T) {
 			if len(river) < 6 || river[0] != "1" {
 				t.Fatalf("River migrations applied: %v, want all from 1", river)
 			}
-			var want []string
-			for _, st := range registrySchema {
-				want = append(want, st.name)
-			}
+			want := jobdb.RegistryStepNames()
 			if !slices.Equal(registry, want) {
 				t.Fatalf("registry migrations applied: %v, want %v", registry, want)
 			}
@@ -323,7 +321,7 @@ func TestMigrate(t *testing.T) {
 				t.Fatalf("Open(SkipMigrations) without the registry index: %v, want ErrNotMigrated naming it", err)
 			}
 			res, err = Migrate(ctx, db)
-			if err != nil || len(res.Applied) != 1 || res.Applied[0].Name != registrySchema[1].name {
+			if err != nil || len(res.Applied) != 1 || res.Applied[0].Name != jobdb.RegistryStepNames()[1] {
 				t.Fatalf("Migrate after dropping the index: %+v, %v; want the index step only", res, err)
 			}
 		})

@@ -213,8 +213,8 @@ func TestQueueStatsScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv("CLAIMCHECK_TEST_EXPLAIN") != "" {
-		q := b.p.queueStatsSQL()
-		for _, q := range []string{q.jobs, q.pending, q.dead, `SELECT tenant, role, COUNT(*), COALESCE(SUM(size), 0)
+		jobsSQL, pendingSQL, deadSQL := b.p.jobs.QueueStatements()
+		for _, q := range []string{jobsSQL, pendingSQL, deadSQL, `SELECT tenant, role, COUNT(*), COALESCE(SUM(size), 0)
 		FROM (SELECT DISTINCT tenant, role, object_key, size FROM claimcheck_claim) objects GROUP BY tenant, role`} {
 			rows, err := b.p.DB().QueryContext(b.ctx, "EXPLAIN (ANALYZE, BUFFERS) "+q)
 			if err != nil {

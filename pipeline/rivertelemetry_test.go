@@ -52,7 +52,7 @@ func TestRiverTelemetryRecorded(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		b := setup(t, newDB(t), &testOpts{store: claimcheck.Options{TracerProvider: tp, MeterProvider: mp}})
-		if b.p.riverTelemetry().off(b.ctx) {
+		if b.p.riverTelemetry().Off(b.ctx) {
 			t.Fatal("River's middleware is passed over with recording providers")
 		}
 		res, err := b.p.Enqueue(b.ctx, "traced", "acme", strings.NewReader("small"), nil)
@@ -133,8 +133,8 @@ func TestRiverTelemetryOff(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newDB func(testing.TB) string) {
 		b := setup(t, newDB(t), nil)
 		r := b.p.riverTelemetry()
-		if !r.off(b.ctx) {
-			t.Fatalf("River's middleware runs with the global providers unset (traces off %v, metrics off %v)", r.tracesOff(), r.metricsOff())
+		if !r.Off(b.ctx) {
+			t.Fatalf("River's middleware runs with the global providers unset (traces off %v, metrics off %v)", r.TracesOff(), r.MetricsOff())
 		}
 		res, err := b.p.Enqueue(b.ctx, "untraced", "acme", strings.NewReader("small"), nil)
 		if err != nil {
@@ -147,7 +147,7 @@ func TestRiverTelemetryOff(t *testing.T) {
 			TraceID: trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, SpanID: trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
 			TraceFlags: trace.FlagsSampled, Remote: true})
 		ctx := trace.ContextWithRemoteSpanContext(b.ctx, sc)
-		if r.off(ctx) {
+		if r.Off(ctx) {
 			t.Error("River's middleware is passed over with a span context to propagate")
 		}
 		res, err = b.p.Enqueue(ctx, "untraced", "acme", strings.NewReader("small"), nil)

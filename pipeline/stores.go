@@ -23,10 +23,6 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
-// storeQueuePrefix starts the River queue of a job in a store other than
-// claimcheck.DefaultStoreName: storeQueuePrefix + store + "_" + kind.
-const storeQueuePrefix = "claimcheck-store-"
-
 // maxQueueLen is River's limit on a queue name, in bytes (validateQueueName
 // in river's client.go, v0.51).
 const maxQueueLen = 64
@@ -82,29 +78,6 @@ func StoreQueue(store, kind string) (string, error) {
 			kind, store, q, len(q), maxQueueLen, maxQueueLen-len(storeQueuePrefix)-len(store)-1)
 	}
 	return q, nil
-}
-
-// queueStore is the store of a job in River queue q (StoreQueue's
-// inverse): claimcheck.DefaultStoreName for a queue named after its kind
-// alone.
-func queueStore(q string) string {
-	rest, ok := strings.CutPrefix(q, storeQueuePrefix)
-	if !ok {
-		return claimcheck.DefaultStoreName
-	}
-	store, _, _ := strings.Cut(rest, "_")
-	return store
-}
-
-// queueKind is the kind whose jobs wait in queue q (StoreQueue), which is
-// also their River kind (riverKind); q itself for a queue not named by
-// StoreQueue.
-func queueKind(q string) string {
-	if rest, ok := strings.CutPrefix(q, storeQueuePrefix); ok { // STORE_KIND
-		_, kind, _ := strings.Cut(rest, "_")
-		return kind
-	}
-	return q
 }
 
 // initStores checks cfg's stores and indexes them by name: the default

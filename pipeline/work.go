@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
 // DefaultDrainTimeout is how long Work lets running handlers finish once
@@ -453,10 +454,10 @@ func (w *worker) Work(rctx context.Context, job *river.Job[jobArgs]) (err error)
 
 	o := Outcome{JobID: job.ID, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
 	// The attempt's span continues the producer's trace (River's metadata).
-	sctx, link := fromMetadata(ctx, job.Metadata)
+	sctx, link := jobtel.FromMetadata(ctx, job.Metadata)
 	ctx, span, end := w.p.store.StartMessaging(sctx, claimcheck.Messaging{System: claimcheck.MessagingSystemRiver,
 		Type: messagingconv.OperationTypeProcess, Name: "work", Destination: job.Args.JobKind, MessageID: strconv.FormatInt(job.ID, 10)},
-		jobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
+		jobtel.JobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
 	defer func() {
 		span.SetAttributes(claimcheck.AttrOutcome.String(string(o.State)))
 		end(o.Err)
@@ -937,13 +938,6 @@ func (e *reasonError) Error() string {
 }
 func (e *reasonError) Unwrap() error { return e.err }
 
-func jsonUnmarshal(b []byte, v any) error {
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("pipeline: decode job arguments: %w", err)
-	}
-	return nil
-}
-
 // running is the set of jobs this worker is running, for the drain.
 type running struct {
 	mu   sync.Mutex
@@ -1037,7 +1031,7 @@ func (p *Pipeline) wakeWaiting(ctx context.Context, queue string) {
 	// Ids only: the arguments, where inline payloads live, are not read.
 	// The queue's own jobs have its kind as River kind, or the legacy one
 	// (ownJobsSQL without the arguments).
-	rows, err := p.db.QueryContext(ctx, `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind IN ($2, $3) AND `+p.waitingSQL(),
+	rows, err := p.db.QueryContext(ctx, `SELECT id FROM river_job WHERE state = 'scheduled' AND queue = $1 AND kind IN ($2, $3) AND `+p.jobs.WaitingSQL(),
 		queue, queueKind(queue), legacyRiverKind)
 	var ids []int64
 	if err == nil {

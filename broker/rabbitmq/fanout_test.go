@@ -10,7 +10,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/broker/rabbitmq"
-	"github.com/claimcheck/claimcheck/pipelinetest"
+	"github.com/claimcheck/claimcheck/pipeline/pipelinetest"
 )
 
 // openFanOut opens a transport of queue on the shared exchange, deleted at

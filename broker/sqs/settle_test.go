@@ -15,7 +15,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/broker/brokertest"
-	"github.com/claimcheck/claimcheck/pipelinetest"
+	"github.com/claimcheck/claimcheck/pipeline/pipelinetest"
 )
 
 func (s *standInSQS) setVisibility(url string, d time.Duration) {

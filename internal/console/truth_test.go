@@ -25,7 +25,7 @@ import (
 	"github.com/claimcheck/claimcheck/internal/testenv/browsertest"
 	"github.com/claimcheck/claimcheck/ops"
 	"github.com/claimcheck/claimcheck/pipeline"
-	"github.com/claimcheck/claimcheck/pipelinetest"
+	"github.com/claimcheck/claimcheck/pipeline/pipelinetest"
 )
 
 // truthMarker is in every payload of TestConsoleTellsTheWholeTruth; no

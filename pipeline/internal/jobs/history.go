@@ -1,4 +1,4 @@
-package pipeline
+package jobs
 
 // What a job's detail page reads beyond JobInfo: every attempt's recorded
 // error, the trace context the job was enqueued under, and whether its
@@ -36,9 +36,8 @@ type History struct {
 	TraceParent string `json:"traceparent,omitempty"`
 }
 
-// JobHistory returns a job's recorded attempts and trace context.
-// Errors: ErrJobNotFound; the job database's, wrapped.
-func (p *Pipeline) JobHistory(ctx context.Context, id int64) (*History, error) {
+// JobHistory is Pipeline.JobHistory (package pipeline documents it).
+func (p *Jobs) JobHistory(ctx context.Context, id int64) (*History, error) {
 	row, err := p.jobRow(ctx, id)
 	if err != nil {
 		return nil, err
@@ -51,7 +50,7 @@ func (p *Pipeline) JobHistory(ctx context.Context, id int64) (*History, error) {
 	var md struct {
 		TraceParent string `json:"traceparent"`
 	}
-	if len(row.Metadata) > 0 && jsonUnmarshal(row.Metadata, &md) == nil {
+	if len(row.Metadata) > 0 && Unmarshal(row.Metadata, &md) == nil {
 		h.TraceParent = md.TraceParent
 	}
 	return h, nil
@@ -67,12 +66,8 @@ func recordedError(recorded string) (reason, text string) {
 	return reason, text
 }
 
-// Exists reports whether the document t refers to still exists in its
-// store (an inline ticket's always does): the store's existence check,
-// reading no byte of it.
-// Errors: the store's (ErrUnavailable, ErrAccessDenied, ...);
-// ErrStoreNotConfigured for a ticket naming a store this pipeline lacks.
-func (p *Pipeline) Exists(ctx context.Context, t *claimcheck.Ticket) (bool, error) {
+// Exists is Pipeline.Exists (package pipeline documents it).
+func (p *Jobs) Exists(ctx context.Context, t *claimcheck.Ticket) (bool, error) {
 	if t.IsInline() {
 		return true, nil
 	}

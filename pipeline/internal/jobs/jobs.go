@@ -1,4 +1,4 @@
-package pipeline
+package jobs
 
 import (
 	"context"
@@ -67,41 +67,41 @@ func (j *JobInfo) Ticket() *claimcheck.Ticket { return j.ticket }
 // ResultTicket is the ticket of the job's result, or nil.
 func (j *JobInfo) ResultTicket() *claimcheck.Ticket { return j.result }
 
-// errNotOwn is jobInfo's error for a River job that is not claimcheck's
-// (ownJob).
-var errNotOwn = errors.New("not a claimcheck job")
+// ErrNotOwn is InfoOf's error for a River job that is not claimcheck's
+// (OwnJob).
+var ErrNotOwn = errors.New("not a claimcheck job")
 
-// ownArgs decodes row's arguments; errNotOwn when row is another
-// program's River job (ownJob).
-func ownArgs(row *rivertype.JobRow) (*jobArgs, error) {
-	var args jobArgs
-	if err := jsonUnmarshal(row.EncodedArgs, &args); err != nil {
-		if row.Kind != legacyRiverKind {
-			return nil, errNotOwn // another program's arguments
+// ownArgs decodes row's arguments; ErrNotOwn when row is another
+// program's River job (OwnJob).
+func ownArgs(row *rivertype.JobRow) (*Args, error) {
+	var args Args
+	if err := Unmarshal(row.EncodedArgs, &args); err != nil {
+		if row.Kind != LegacyRiverKind {
+			return nil, ErrNotOwn // another program's arguments
 		}
 		return nil, err
 	}
-	if !ownJob(row, &args) {
-		return nil, errNotOwn
+	if !OwnJob(row, &args) {
+		return nil, ErrNotOwn
 	}
 	return &args, nil
 }
 
-func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
+func InfoOf(row *rivertype.JobRow) (*JobInfo, error) {
 	a, err := ownArgs(row)
 	if err != nil {
 		return nil, err
 	}
 	args := *a
-	args.Ticket = compactJSON(args.Ticket)
+	args.Ticket = CompactJSON(args.Ticket)
 	j := &JobInfo{
 		ID: row.ID, Kind: args.JobKind, Tenant: args.Tenant, State: string(row.State), Destination: args.Destination,
 		Dead:     row.State == rivertype.JobStateCancelled || row.State == rivertype.JobStateDiscarded,
 		Attempts: row.Attempt, MaxAttempts: row.MaxAttempts, Priority: row.Priority, TicketBytes: len(args.Ticket),
-		ArgsBytes: len(compactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt, FinalizedAt: row.FinalizedAt,
+		ArgsBytes: len(CompactJSON(row.EncodedArgs)), CreatedAt: row.CreatedAt, FinalizedAt: row.FinalizedAt,
 	}
-	if _, outbox := isOutboxQueue(row.Queue); !outbox {
-		if st := queueStore(row.Queue); st != claimcheck.DefaultStoreName {
+	if _, outbox := IsOutboxQueue(row.Queue); !outbox {
+		if st := QueueStore(row.Queue); st != claimcheck.DefaultStoreName {
 			j.Store = st
 		}
 	}
@@ -119,8 +119,8 @@ func jobInfo(row *rivertype.JobRow) (*JobInfo, error) {
 		j.Reason = "cancelled"
 	}
 	if out := row.Output(); len(out) > 0 {
-		var o jobOutput
-		if err := jsonUnmarshal(out, &o); err == nil && len(o.Result) > 0 {
+		var o Output
+		if err := Unmarshal(out, &o); err == nil && len(o.Result) > 0 {
 			if rt, err := claimcheck.ParseTicket(o.Result); err == nil {
 				j.result, j.HasResult = rt, true
 			}
@@ -187,10 +187,8 @@ func init() {
 	}
 }
 
-// DeadIDs returns the ids of the dead letters of kind ("" for every kind)
-// that died before cutoff (zero: whenever), oldest first, listing a page
-// at a time. Errors: those of List.
-func (p *Pipeline) DeadIDs(ctx context.Context, kind string, cutoff time.Time) ([]int64, error) {
+// DeadIDs is Pipeline.DeadIDs (package pipeline documents it).
+func (p *Jobs) DeadIDs(ctx context.Context, kind string, cutoff time.Time) ([]int64, error) {
 	var ids []int64
 	err := p.List(ctx, ListOptions{State: StateDead, Kind: kind}, func(j *JobInfo) error {
 		if cutoff.IsZero() || j.FinalizedAt != nil && j.FinalizedAt.Before(cutoff) {
@@ -221,12 +219,8 @@ func States() []string {
 	return out
 }
 
-// List calls fn for each job matching opts, fetching PageSize rows at a time
-// so memory does not grow with the number of jobs. It stops at fn's first
-// error and returns it.
-//
-// Errors: claimcheck.ErrConfig for an unknown state or invalid kind.
-func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
+// List is Pipeline.List (package pipeline documents it).
+func (p *Jobs) List(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
 	if opts.Limit > 0 || !opts.Since.IsZero() {
 		next, listed := fn, 0
 		fn = func(j *JobInfo) error {
@@ -250,7 +244,7 @@ func (p *Pipeline) List(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 	return p.list(ctx, opts, fn)
 }
 
-func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
+func (p *Jobs) list(ctx context.Context, opts ListOptions, fn func(*JobInfo) error) error {
 	order := river.SortOrderAsc
 	if opts.Newest {
 		order = river.SortOrderDesc
@@ -278,7 +272,7 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 		// Ordered by id only, River's cursor compares the id alone.
 		params = params.After(river.JobListCursorFromJob(&rivertype.JobRow{ID: opts.AfterID}))
 	}
-	params = params.Where(ownJobsSQL)
+	params = params.Where(OwnJobsSQL)
 	// Broker dead letters (sent outbox entries, completed in River) are
 	// merged into the dead letters in the list's order.
 	var brokerDead []int64
@@ -318,9 +312,9 @@ func (p *Pipeline) list(ctx context.Context, opts ListOptions, fn func(*JobInfo)
 			if err := emitBroker(row.ID, false); err != nil {
 				return err
 			}
-			j, err := jobInfo(row)
-			if errors.Is(err, errNotOwn) {
-				continue // ownJobsSQL selected none such
+			j, err := InfoOf(row)
+			if errors.Is(err, ErrNotOwn) {
+				continue // OwnJobsSQL selected none such
 			}
 			if err != nil {
 				return err
@@ -354,7 +348,7 @@ func (o *ListOptions) matches(j *JobInfo) bool {
 // brokerDeadIDs returns the ids of the sent outbox entries whose consumer
 // dead-lettered their message (broker dead letters), in the list's order
 // and after its AfterID; whether each is still dead is for the caller.
-func (p *Pipeline) brokerDeadIDs(ctx context.Context, opts ListOptions) ([]int64, error) {
+func (p *Jobs) brokerDeadIDs(ctx context.Context, opts ListOptions) ([]int64, error) {
 	rows, err := p.db.QueryContext(ctx, `SELECT DISTINCT job_id FROM claimcheck_consumed WHERE action = 'dead-lettered' AND job_id > 0 ORDER BY job_id`)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: list broker dead letters: %w", err)
@@ -385,17 +379,13 @@ func (p *Pipeline) brokerDeadIDs(ctx context.Context, opts ListOptions) ([]int64
 // exactly as a missing one.
 func JobNotFound(id int64) error { return fmt.Errorf("pipeline: job %d: %w", id, ErrJobNotFound) }
 
-// Get returns one job. Errors: ErrJobNotFound.
-//
-// A sent outbox entry shows its consumer's latest outcome from the inbox
-// (Pipeline.Inbox): StateSent, completed with its result, StateRetrying,
-// or dead with the reason its message was dead-lettered for.
-func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
+// Get is Pipeline.Get (package pipeline documents it).
+func (p *Jobs) Get(ctx context.Context, id int64) (*JobInfo, error) {
 	row, err := p.jobRow(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	j, err := jobInfo(row)
+	j, err := InfoOf(row)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +397,7 @@ func (p *Pipeline) Get(ctx context.Context, id int64) (*JobInfo, error) {
 
 // jobRow is River's row of job id, one of ours.
 // Errors: ErrJobNotFound; the job database's, wrapped.
-func (p *Pipeline) jobRow(ctx context.Context, id int64) (*rivertype.JobRow, error) {
+func (p *Jobs) jobRow(ctx context.Context, id int64) (*rivertype.JobRow, error) {
 	row, err := p.client.JobGet(ctx, id)
 	if errors.Is(err, river.ErrNotFound) {
 		return nil, JobNotFound(id)
@@ -415,7 +405,7 @@ func (p *Pipeline) jobRow(ctx context.Context, id int64) (*rivertype.JobRow, err
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: get job %d: %w", id, err)
 	}
-	if _, err := ownArgs(row); errors.Is(err, errNotOwn) {
+	if _, err := ownArgs(row); errors.Is(err, ErrNotOwn) {
 		return nil, JobNotFound(id)
 	}
 	return row, nil
@@ -436,7 +426,7 @@ const (
 // overlayInbox shows a sent outbox entry as its consumer's latest outcome
 // in the inbox: completed (with its result), retrying, dead (a broker dead
 // letter, with its reason), or sent when none is recorded yet.
-func (p *Pipeline) overlayInbox(ctx context.Context, j *JobInfo) error {
+func (p *Jobs) overlayInbox(ctx context.Context, j *JobInfo) error {
 	if j.Destination == "" || j.State != string(rivertype.JobStateCompleted) {
 		return nil
 	}
@@ -480,13 +470,8 @@ func (p *Pipeline) overlayInbox(ctx context.Context, j *JobInfo) error {
 // the broker has confirmed.
 var ErrJobFinished = errors.New("job already finished")
 
-// Cancel cancels a job that has not finished: one waiting in its queue is
-// cancelled at once; a running one when its handler returns, its context
-// cancelled meanwhile (River's JobCancel), so the JobInfo returned may
-// still say running. A cancelled job is a dead letter (reason
-// "cancelled"), which Replay sends back.
-// Errors: ErrJobNotFound; ErrJobFinished; the database's errors, wrapped.
-func (p *Pipeline) Cancel(ctx context.Context, id int64) (*JobInfo, error) {
+// Cancel is Pipeline.Cancel (package pipeline documents it).
+func (p *Jobs) Cancel(ctx context.Context, id int64) (*JobInfo, error) {
 	j, err := p.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -505,7 +490,7 @@ func (p *Pipeline) Cancel(ctx context.Context, id int64) (*JobInfo, error) {
 		// It finished meanwhile.
 		return nil, fmt.Errorf("pipeline: cancel job %d in state %s: %w", id, row.State, ErrJobFinished)
 	}
-	return jobInfo(row)
+	return InfoOf(row)
 }
 
 // ErrNotDead is returned by Replay for a job that is not a dead letter.
@@ -519,15 +504,8 @@ var ErrNoResult = errors.New("job has no result")
 // claimcheck.ErrPayloadMissing.
 var ErrPayloadGone = errors.New("payload expired or deleted: nothing to replay")
 
-// Replay sends a dead letter back to its queue to be worked again now,
-// after checking that its payload object still exists (an inline payload
-// always does), and, for a job with attachments, every document its
-// manifest lists.
-// Errors: ErrJobNotFound; ErrNotDead for a job in any other state;
-// ErrPayloadGone (with claimcheck.ErrPayloadMissing) when the payload
-// object, or a document of a job with attachments, is gone (then an
-// *AttachmentGoneError, naming it); the store's errors when it cannot tell.
-func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
+// Replay is Pipeline.Replay (package pipeline documents it).
+func (p *Jobs) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 	j, err := p.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -557,13 +535,13 @@ func (p *Pipeline) Replay(ctx context.Context, id int64) (*JobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: replay job %d: %w", id, err)
 	}
-	return jobInfo(row)
+	return InfoOf(row)
 }
 
 // documentsExist checks that every document t's manifest lists still
 // exists: ErrPayloadGone, naming the first missing one (by name, never
 // key), when one does not.
-func (p *Pipeline) documentsExist(ctx context.Context, st *claimcheck.Store, id int64, t *claimcheck.Ticket) error {
+func (p *Jobs) documentsExist(ctx context.Context, st *claimcheck.Store, id int64, t *claimcheck.Ticket) error {
 	m, err := st.ReadManifest(ctx, t)
 	if err != nil {
 		return fmt.Errorf("pipeline: replay job %d: read its manifest: %w", id, err)
@@ -621,10 +599,8 @@ func documentName(name string) string {
 	return fmt.Sprintf("attachment %q", name)
 }
 
-// OpenResult returns the verified bytes of a job's result (see
-// claimcheck.Payload.Open). Close the returned reader when done.
-// Errors: ErrJobNotFound; ErrNoResult; the claim's errors.
-func (p *Pipeline) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *claimcheck.Ticket, error) {
+// OpenResult is Pipeline.OpenResult (package pipeline documents it).
+func (p *Jobs) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *claimcheck.Ticket, error) {
 	j, err := p.Get(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -655,11 +631,8 @@ type readCloser struct {
 
 func (r readCloser) Close() error { return r.p.Close() }
 
-// Delete removes jobs and their claims-registry rows in one transaction, so
-// an object only they referenced becomes an orphan that the sweeper collects
-// after its grace period. A running job is not deleted (River refuses it);
-// an id that does not exist is skipped. It returns how many jobs it deleted.
-func (p *Pipeline) Delete(ctx context.Context, ids ...int64) (int, error) {
+// Delete is Pipeline.Delete (package pipeline documents it).
+func (p *Jobs) Delete(ctx context.Context, ids ...int64) (int, error) {
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("pipeline: delete jobs: %w", err)

@@ -8,7 +8,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 
-	"github.com/claimcheck/claimcheck/pipelinetest"
+	"github.com/claimcheck/claimcheck/pipeline/pipelinetest"
 )
 
 // PostgresDatabase gives each test a schema of its own, and drops it.

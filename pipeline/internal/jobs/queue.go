@@ -1,4 +1,4 @@
-package pipeline
+package jobs
 
 // The job queue as an operator's gauges read it (claimcheck.queue.*,
 // claimcheck.storage.held*: docs/observability.md): jobs per kind and
@@ -46,20 +46,8 @@ type KindQueue struct {
 	Dead map[string]int64 `json:"dead,omitempty"`
 }
 
-// QueueStats counts the jobs of the job database by kind and state, the
-// dead letters by kind and reason, and finds each kind's oldest job still
-// to be worked, in three statements on one snapshot: every job by queue
-// and state (on PostgreSQL an index-only scan of River's fetch index, once
-// vacuum has marked the table's pages visible), the jobs not yet finished
-// nor running (their metadata, to tell StateWaiting), and the dead
-// letters (their last error, for the reason). No job's arguments, where
-// inline payloads are, are read. A job's kind is its queue's (StoreQueue);
-// in a job database shared with River jobs of another program, those show
-// under their queues' names. Kinds are sorted by name. Outbox entries are
-// left to OutboxStats; broker dead letters recorded in the inbox are not
-// counted.
-// Errors: the job database's, wrapped.
-func (p *Pipeline) QueueStats(ctx context.Context) ([]KindQueue, error) {
+// QueueStats is Pipeline.QueueStats (package pipeline documents it).
+func (p *Jobs) QueueStats(ctx context.Context) ([]KindQueue, error) {
 	opts := &sql.TxOptions{ReadOnly: true}
 	if p.dialect != "sqlite" { // SQLite's read transaction is a snapshot
 		opts.Isolation = sql.LevelRepeatableRead
@@ -80,7 +68,7 @@ func (p *Pipeline) QueueStats(ctx context.Context) ([]KindQueue, error) {
 	q := p.queueStatsSQL()
 	byKind := map[string]*KindQueue{}
 	kindOf := func(queue string) *KindQueue {
-		kind := queueKind(queue)
+		kind := QueueKind(queue)
 		k := byKind[kind]
 		if k == nil {
 			k = &KindQueue{Kind: kind, States: map[string]int64{}}
@@ -164,18 +152,25 @@ type queueStatements struct {
 	dead string
 }
 
-// waitingSQL is the condition on river_job of jobInfo's StateWaiting: the
+// QueueStatements are QueueStats' three statements, for a test that
+// explains them.
+func (p *Jobs) QueueStatements() (jobs, pending, dead string) {
+	q := p.queueStatsSQL()
+	return q.jobs, q.pending, q.dead
+}
+
+// WaitingSQL is the condition on river_job of InfoOf's StateWaiting: the
 // job's recorded output says since when infrastructure has been
 // unavailable (River keeps SQLite's JSON as JSONB).
-func (p *Pipeline) waitingSQL() string {
+func (p *Jobs) WaitingSQL() string {
 	if p.dialect == "sqlite" {
 		return `metadata->>'$.output.unavailable_since' IS NOT NULL`
 	}
 	return `metadata->'output'->>'unavailable_since' IS NOT NULL`
 }
 
-func (p *Pipeline) queueStatsSQL() queueStatements {
-	waiting, created, reason := p.waitingSQL(), `EXTRACT(EPOCH FROM MIN(created_at))::float8`,
+func (p *Jobs) queueStatsSQL() queueStatements {
+	waiting, created, reason := p.WaitingSQL(), `EXTRACT(EPOCH FROM MIN(created_at))::float8`,
 		`split_part(CASE WHEN e LIKE 'JobCancelError: %' THEN substr(e, 17) ELSE e END, ': ', 1)`
 	lastError := `substr(errors[array_length(errors, 1)]->>'error', 1, 256)`
 	if p.dialect == "sqlite" {
@@ -185,8 +180,8 @@ func (p *Pipeline) queueStatsSQL() queueStatements {
 		reason = `CASE WHEN instr(e2, ': ') > 0 THEN substr(e2, 1, instr(e2, ': ') - 1) ELSE e2 END`
 		lastError = `substr(errors->>'$[#-1].error', 1, 256)`
 	}
-	notOutbox := `queue NOT LIKE '` + outboxQueuePrefix + `%'`
-	// A dead letter's reason is jobInfo's: the first word of its last
+	notOutbox := `queue NOT LIKE '` + OutboxQueuePrefix + `%'`
+	// A dead letter's reason is InfoOf's: the first word of its last
 	// error, River's "JobCancelError: " taken off, "cancelled" if none.
 	dead := `SELECT queue, ` + lastError + ` AS e FROM river_job WHERE state IN ('cancelled', 'discarded') AND ` + notOutbox
 	if p.dialect == "sqlite" {
@@ -219,14 +214,14 @@ func scanAll(ctx context.Context, tx *sql.Tx, query string, fn func(scan func(..
 	return rows.Err()
 }
 
-// cached is a reading kept for a period. The first get reads; a later
-// get returns the kept reading at once and, once it is older than period
+// Cached is a reading kept for a period (NewCached). The first Get reads;
+// a later Get returns the kept reading at once and, once it is older than period
 // (by now), starts one reading in the background (bounded by
 // refreshTimeout) that replaces it: a scrape never waits on the job
 // database after the first. A failed background reading drops the kept
-// one, so the next get reads again and reports the error rather than show
+// one, so the next Get reads again and reports the error rather than show
 // stale values.
-type cached[T any] struct {
+type Cached[T any] struct {
 	period time.Duration
 	now    func() time.Time
 	read   func(context.Context) (T, error)
@@ -238,10 +233,16 @@ type cached[T any] struct {
 	val     T
 }
 
+// NewCached is a Cached reading read, kept for period by the clock now.
+func NewCached[T any](period time.Duration, now func() time.Time, read func(context.Context) (T, error)) *Cached[T] {
+	return &Cached[T]{period: period, now: now, read: read}
+}
+
 // refreshTimeout bounds a background reading of the gauges' statistics.
 const refreshTimeout = 30 * time.Second
 
-func (c *cached[T]) get(ctx context.Context) (T, error) {
+// Get is the reading: see Cached.
+func (c *Cached[T]) Get(ctx context.Context) (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.have {
@@ -259,7 +260,7 @@ func (c *cached[T]) get(ctx context.Context) (T, error) {
 	return c.val, nil
 }
 
-func (c *cached[T]) refresh(ctx context.Context) {
+func (c *Cached[T]) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	defer cancel()
 	v, err := c.read(ctx)

@@ -1,4 +1,4 @@
-package pipeline
+package jobdb
 
 import (
 	"database/sql"
@@ -9,7 +9,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
 
-// postgresDriver is River's driver for a PostgreSQL job database, on one
+// PostgresDriver is River's driver for a PostgreSQL job database, on one
 // pgx pool and the *sql.DB over it (dbopen.OpenPostgres): River's own
 // statements (fetch, completion, rescue, leadership, the maintenance, a
 // non-transactional Insert, JobList...) go through its pgx driver on the
@@ -23,9 +23,9 @@ import (
 // River's client calls UnwrapTx only on what UnwrapExecutor returned (it
 // never hands a pool executor's transaction back as a TTx), so the two
 // executors never meet there. River UI does unwrap the transactions it
-// begins: it gets a client on the database/sql driver alone (tools,
+// begins: it gets a client on the database/sql driver alone (Tools,
 // Pipeline.RiverClient).
-type postgresDriver struct {
+type PostgresDriver struct {
 	*riverpgxv5.Driver
 	tx *riverdatabasesql.Driver
 	// listen is River's pgx driver on the listener pool (dbopen.ListenerPool,
@@ -33,39 +33,39 @@ type postgresDriver struct {
 	listen *riverpgxv5.Driver
 }
 
-var _ riverdriver.Driver[*sql.Tx] = (*postgresDriver)(nil)
+var _ riverdriver.Driver[*sql.Tx] = (*PostgresDriver)(nil)
 
 // newPostgresDriver is the driver over pool and db (the same pool), with
 // River's LISTEN connection from listen (nil: none; the workers poll).
-func newPostgresDriver(pool *pgxpool.Pool, db *sql.DB, listen *pgxpool.Pool) *postgresDriver {
-	d := &postgresDriver{Driver: riverpgxv5.New(pool), tx: riverdatabasesql.New(db)}
+func newPostgresDriver(pool *pgxpool.Pool, db *sql.DB, listen *pgxpool.Pool) *PostgresDriver {
+	d := &PostgresDriver{Driver: riverpgxv5.New(pool), tx: riverdatabasesql.New(db)}
 	if listen != nil {
 		d.listen = riverpgxv5.New(listen)
 	}
 	return d
 }
 
-func (d *postgresDriver) UnwrapExecutor(tx *sql.Tx) riverdriver.ExecutorTx {
+func (d *PostgresDriver) UnwrapExecutor(tx *sql.Tx) riverdriver.ExecutorTx {
 	return d.tx.UnwrapExecutor(tx)
 }
 
-func (d *postgresDriver) UnwrapTx(execTx riverdriver.ExecutorTx) *sql.Tx {
+func (d *PostgresDriver) UnwrapTx(execTx riverdriver.ExecutorTx) *sql.Tx {
 	return d.tx.UnwrapTx(execTx)
 }
 
-func (d *postgresDriver) SupportsListener() bool {
+func (d *PostgresDriver) SupportsListener() bool {
 	return d.listen != nil && d.Driver.SupportsListener()
 }
 
-func (d *postgresDriver) GetListener(params *riverdriver.GetListenenerParams) riverdriver.Listener {
+func (d *PostgresDriver) GetListener(params *riverdriver.GetListenenerParams) riverdriver.Listener {
 	if d.listen == nil {
 		panic(riverdriver.ErrNotImplemented)
 	}
 	return d.listen.GetListener(params)
 }
 
-// tools is River's database/sql driver alone, over the same *sql.DB: for
+// Tools is River's database/sql driver alone, over the same *sql.DB: for
 // a client whose callers unwrap the transactions it begins into *sql.Tx
 // (River UI: Pipeline.RiverClient). This driver's own executor begins
 // pgx transactions, which UnwrapTx cannot turn into one.
-func (d *postgresDriver) tools() *riverdatabasesql.Driver { return d.tx }
+func (d *PostgresDriver) Tools() *riverdatabasesql.Driver { return d.tx }

@@ -1,4 +1,7 @@
-package pipeline
+// Package batch gathers concurrent callers' requests into batches, one
+// call serving many (the relay's publishes and its fan-out registry writes,
+// package pipeline).
+package batch
 
 import (
 	"context"
@@ -9,37 +12,37 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
-// batcher gathers the requests of concurrent callers (a relay's entries in
+// Batcher gathers the requests of concurrent callers (a relay's entries in
 // flight, each on its own River goroutine) into batches of at most max,
 // handed to flush by workers goroutines. A batch holds every request
 // waiting when it is formed, and, when linger is set and it is not full,
 // those arriving within linger after its first: one call serves many
 // entries (one transaction, one broker request) instead of one each.
-// flush must answer every request of its batch exactly once (req.done).
-type batcher[T any] struct {
+// flush must answer every request of its batch exactly once (Req.Done).
+type Batcher[T any] struct {
 	max    int
 	linger time.Duration
-	flush  func([]*batchReq[T])
-	reqs   chan *batchReq[T]
+	flush  func([]*Req[T])
+	reqs   chan *Req[T]
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed sync.Once
 }
 
-// batchReq is one caller's request; its outcome goes to done.
-type batchReq[T any] struct {
-	ctx  context.Context
-	v    T
-	done chan error
+// Req is one caller's request, v in ctx; its outcome goes to Done.
+type Req[T any] struct {
+	Ctx  context.Context
+	V    T
+	Done chan error
 }
 
-// errBatcherStopped is a request refused after Stop.
-var errBatcherStopped = fmt.Errorf("pipeline: relay: stopping: %w", claimcheck.ErrUnavailable)
+// ErrStopped is a request refused after Stop (claimcheck.ErrUnavailable).
+var ErrStopped = fmt.Errorf("pipeline: relay: stopping: %w", claimcheck.ErrUnavailable)
 
-// newBatcher starts a batcher; Stop it after its last request.
-func newBatcher[T any](max, workers int, linger time.Duration, flush func([]*batchReq[T])) *batcher[T] {
-	b := &batcher[T]{max: max, linger: linger, flush: flush, reqs: make(chan *batchReq[T]), stop: make(chan struct{})}
-	batches := make(chan []*batchReq[T])
+// New starts a batcher; Stop it after its last request.
+func New[T any](max, workers int, linger time.Duration, flush func([]*Req[T])) *Batcher[T] {
+	b := &Batcher[T]{max: max, linger: linger, flush: flush, reqs: make(chan *Req[T]), stop: make(chan struct{})}
+	batches := make(chan []*Req[T])
 	b.wg.Add(1 + workers)
 	go func() {
 		defer b.wg.Done()
@@ -59,9 +62,9 @@ func newBatcher[T any](max, workers int, linger time.Duration, flush func([]*bat
 
 // collect forms batches until Stop. While every worker is busy, requests
 // wait in line and the next batch takes them all (up to max).
-func (b *batcher[T]) collect(batches chan<- []*batchReq[T]) {
+func (b *Batcher[T]) collect(batches chan<- []*Req[T]) {
 	for {
-		var batch []*batchReq[T]
+		var batch []*Req[T]
 		select {
 		case req := <-b.reqs:
 			batch = append(batch, req)
@@ -101,26 +104,26 @@ func (b *batcher[T]) collect(batches chan<- []*batchReq[T]) {
 		case batches <- batch:
 		case <-b.stop:
 			for _, req := range batch {
-				req.done <- errBatcherStopped
+				req.Done <- ErrStopped
 			}
 			return
 		}
 	}
 }
 
-// do hands v to the batcher and returns its outcome once its batch is
+// Do hands v to the batcher and returns its outcome once its batch is
 // flushed, or ctx's error (wrapped with what) when ctx ends first.
-func (b *batcher[T]) do(ctx context.Context, what string, v T) error {
-	req := &batchReq[T]{ctx: ctx, v: v, done: make(chan error, 1)}
+func (b *Batcher[T]) Do(ctx context.Context, what string, v T) error {
+	req := &Req[T]{Ctx: ctx, V: v, Done: make(chan error, 1)}
 	select {
 	case b.reqs <- req:
 	case <-ctx.Done():
 		return fmt.Errorf("pipeline: relay: %s: %w", what, ctx.Err())
 	case <-b.stop:
-		return errBatcherStopped
+		return ErrStopped
 	}
 	select {
-	case err := <-req.done:
+	case err := <-req.Done:
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("pipeline: relay: %s: %w", what, ctx.Err())
@@ -128,8 +131,8 @@ func (b *batcher[T]) do(ctx context.Context, what string, v T) error {
 }
 
 // Stop ends the batcher's goroutines once the batches being flushed are
-// done; a request after it fails with errBatcherStopped.
-func (b *batcher[T]) Stop() {
+// done; a request after it fails with ErrStopped.
+func (b *Batcher[T]) Stop() {
 	if b == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package jobs
 
 // What a console or a metrics exporter reads about a pipeline without
 // touching a payload: the outbox per destination, the storage the claims
@@ -17,33 +17,15 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
-// RiverClient is the pipeline's River client, insert-only (it works no
-// job), for River's own tools such as River UI (riverui.NewEndpoints).
-// The transactions it begins are database/sql's (*sql.Tx), on PostgreSQL
-// too, where the pipeline's own statements go through River's pgx driver:
-// River UI unwraps them (TestRiverUIRedacted).
-// Replay dead letters with Replay and delete jobs with Delete, not through
-// it: River's JobRetry does not check that the payload still exists, and
-// its JobDelete leaves the job's claims-registry rows behind. Show job
-// arguments and metadata only through RedactArgs and RedactMetadata: they
-// hold tickets, whose keys, inline payloads and wrapped keys no page shows.
-func (p *Pipeline) RiverClient() *river.Client[*sql.Tx] { return p.tools }
+// RiverClient is Pipeline.RiverClient (package pipeline documents it).
+func (p *Jobs) RiverClient() *river.Client[*sql.Tx] { return p.tools }
 
 // RegisterQueuesEvery is how often RegisterQueues looks for queues at
 // most; a call sooner after the last does nothing.
 const RegisterQueuesEvery = 10 * time.Second
 
-// RegisterQueues adds to River's queue table (river_queue) each queue
-// that holds a job still to be worked (available, pending, retryable,
-// running or scheduled) and has no row there, and returns how many it
-// added. River adds a queue's row only when a client starts working it,
-// and drops it a day after the last one stopped; River UI's Queues page
-// lists that table, so without this a queue whose jobs wait for a worker
-// that never ran is missing from it. Rows are only added, never changed:
-// a paused queue stays paused. One statement over River's fetch index;
-// calls within RegisterQueuesEvery of the last do nothing.
-// Errors: the job database's, wrapped.
-func (p *Pipeline) RegisterQueues(ctx context.Context) (int64, error) {
+// RegisterQueues is Pipeline.RegisterQueues (package pipeline documents it).
+func (p *Jobs) RegisterQueues(ctx context.Context) (int64, error) {
 	now, last := time.Now().UnixNano(), p.lastQueues.Load()
 	if now-last < int64(RegisterQueuesEvery) || !p.lastQueues.CompareAndSwap(last, now) {
 		return 0, nil
@@ -77,17 +59,14 @@ type OutboxStats struct {
 	Dead int64 `json:"dead"`
 }
 
-// OutboxStats returns every outbox destination that holds an entry, in
-// any state, by name. One query counts them; the oldest pending entry of
-// each is read through River (its creation time).
-// Errors: the job database's, wrapped.
-func (p *Pipeline) OutboxStats(ctx context.Context) ([]OutboxStats, error) {
+// OutboxStats is Pipeline.OutboxStats (package pipeline documents it).
+func (p *Jobs) OutboxStats(ctx context.Context) ([]OutboxStats, error) {
 	rows, err := p.db.QueryContext(ctx, `SELECT queue,
 		SUM(CASE WHEN state IN ('available', 'running', 'retryable', 'scheduled') THEN 1 ELSE 0 END),
 		MIN(CASE WHEN state IN ('available', 'running', 'retryable', 'scheduled') THEN id END),
 		SUM(CASE WHEN state = 'completed' THEN 1 ELSE 0 END),
 		SUM(CASE WHEN state IN ('cancelled', 'discarded') THEN 1 ELSE 0 END)
-		FROM river_job WHERE kind IN (queue, $1) AND queue LIKE $2 GROUP BY queue ORDER BY queue`, legacyRiverKind, outboxQueuePrefix+"%")
+		FROM river_job WHERE kind IN (queue, $1) AND queue LIKE $2 GROUP BY queue ORDER BY queue`, LegacyRiverKind, OutboxQueuePrefix+"%")
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
 	}
@@ -101,7 +80,7 @@ func (p *Pipeline) OutboxStats(ctx context.Context) ([]OutboxStats, error) {
 			rows.Close()
 			return nil, fmt.Errorf("pipeline: count outbox entries: %w", err)
 		}
-		s.Destination, _ = isOutboxQueue(queue)
+		s.Destination, _ = IsOutboxQueue(queue)
 		out = append(out, s)
 		oldest = append(oldest, first)
 	}
@@ -136,12 +115,8 @@ type TenantStorage struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// StorageByTenant sums the claims registry per tenant and role: objects
-// jobs still refer to, each counted once however many jobs share it.
-// Inline payloads have no object and are not counted; orphans (objects no
-// row refers to) are the sweeper's to find (claimcheck sweep --dry-run).
-// Errors: the job database's, wrapped.
-func (p *Pipeline) StorageByTenant(ctx context.Context) ([]TenantStorage, error) {
+// StorageByTenant is Pipeline.StorageByTenant (package pipeline documents it).
+func (p *Jobs) StorageByTenant(ctx context.Context) ([]TenantStorage, error) {
 	rows, err := p.db.QueryContext(ctx, `SELECT tenant, role, COUNT(*), COALESCE(SUM(size), 0)
 		FROM (SELECT DISTINCT tenant, role, object_key, size FROM claimcheck_claim) objects
 		GROUP BY tenant, role ORDER BY tenant, role`)
@@ -208,11 +183,11 @@ var redactedUnknown = json.RawMessage(`{"redacted":"not a claimcheck ticket"}`)
 // arguments. Arguments that are not a claimcheck job's, or whose ticket does
 // not parse, are replaced whole: nothing unread is shown.
 func RedactArgs(encoded []byte) json.RawMessage {
-	var args jobArgs
+	var args Args
 	if err := json.Unmarshal(encoded, &args); err != nil || args.Ticket == nil {
 		return redactedUnknown
 	}
-	t, err := claimcheck.ParseTicket(compactJSON(args.Ticket))
+	t, err := claimcheck.ParseTicket(CompactJSON(args.Ticket))
 	if err != nil {
 		return redactedUnknown
 	}
@@ -230,7 +205,7 @@ func RedactArgs(encoded []byte) json.RawMessage {
 }
 
 // RedactMetadata returns a job's River metadata with the result ticket in
-// River's recorded output (jobOutput) replaced by its RedactedTicket. The
+// River's recorded output (Output) replaced by its RedactedTicket. The
 // other keys (trace context, the outbox entry's broker binding, which holds
 // no credentials) are kept. Metadata that does not parse as a JSON object is
 // replaced whole.
@@ -243,7 +218,7 @@ func RedactMetadata(metadata []byte) json.RawMessage {
 		return redactedUnknown
 	}
 	if raw, ok := md["output"]; ok {
-		var o jobOutput
+		var o Output
 		if err := json.Unmarshal(raw, &o); err != nil {
 			md["output"] = redactedUnknown
 		} else {
@@ -252,7 +227,7 @@ func RedactMetadata(metadata []byte) json.RawMessage {
 				red["unavailable_since"] = o.UnavailableSince
 			}
 			if len(o.Result) > 0 {
-				if t, err := claimcheck.ParseTicket(compactJSON(o.Result)); err == nil {
+				if t, err := claimcheck.ParseTicket(CompactJSON(o.Result)); err == nil {
 					red["result"] = Redact(t)
 				} else {
 					red["result"] = redactedUnknown

@@ -1,4 +1,4 @@
-package pipeline
+package jobs
 
 // Counting what List lists, and the job table's activity over time, for a
 // console that must say exact numbers rather than count a capped page.
@@ -15,16 +15,8 @@ import (
 	"github.com/claimcheck/claimcheck"
 )
 
-// Count returns how many jobs List would list for opts (PageSize, Limit,
-// AfterID and Newest are ignored): one COUNT statement over the job
-// table, by state, kind and tenant (read from the job's arguments) and
-// Since, with the broker dead letters recorded in the inbox counted among
-// the dead. For the states an outbox entry's consumer outcome decides
-// (completed, StateSent, StateRetrying) it counts by listing, which reads
-// the inbox for each entry: exact, but as slow as the list.
-// Errors: claimcheck.ErrConfig for an unknown state or invalid kind; the
-// job database's, wrapped.
-func (p *Pipeline) Count(ctx context.Context, opts ListOptions) (int64, error) {
+// Count is Pipeline.Count (package pipeline documents it).
+func (p *Jobs) Count(ctx context.Context, opts ListOptions) (int64, error) {
 	switch opts.State {
 	case string(rivertype.JobStateCompleted), StateSent, StateRetrying:
 		var n int64
@@ -44,7 +36,7 @@ func (p *Pipeline) Count(ctx context.Context, opts ListOptions) (int64, error) {
 	}
 	var args []any
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	where := []string{ownJobsSQL}
+	where := []string{OwnJobsSQL}
 	if opts.State != "" {
 		quoted := make([]string, 0, 2)
 		for _, s := range states[opts.State] {
@@ -52,7 +44,7 @@ func (p *Pipeline) Count(ctx context.Context, opts ListOptions) (int64, error) {
 		}
 		cond := "state IN (" + strings.Join(quoted, ", ") + ")"
 		if opts.State == StateDead { // and broker dead letters (see brokerDeadIDs)
-			cond = "(" + cond + " OR (state = 'completed' AND queue LIKE '" + outboxQueuePrefix + "%' AND EXISTS (SELECT 1 FROM claimcheck_consumed c WHERE c.job_id = river_job.id AND c.action = 'dead-lettered')))"
+			cond = "(" + cond + " OR (state = 'completed' AND queue LIKE '" + OutboxQueuePrefix + "%' AND EXISTS (SELECT 1 FROM claimcheck_consumed c WHERE c.job_id = river_job.id AND c.action = 'dead-lettered')))"
 		}
 		where = append(where, cond)
 	}
@@ -77,7 +69,7 @@ func (p *Pipeline) Count(ctx context.Context, opts ListOptions) (int64, error) {
 }
 
 // argsField is the SQL text of a job argument's field (a JSON string).
-func (p *Pipeline) argsField(name string) string {
+func (p *Jobs) argsField(name string) string {
 	if p.dialect == "sqlite" { // River keeps SQLite's JSON as JSONB
 		return "args->>'$." + name + "'"
 	}
@@ -87,7 +79,7 @@ func (p *Pipeline) argsField(name string) string {
 // timeArg is t as a statement argument compared by timeAtLeast: PostgreSQL
 // takes the time, SQLite (where River keeps times as text in UTC) a text
 // julianday reads.
-func (p *Pipeline) timeArg(t time.Time) any {
+func (p *Jobs) timeArg(t time.Time) any {
 	if p.dialect == "sqlite" {
 		return t.UTC().Format("2006-01-02 15:04:05.000000")
 	}
@@ -95,7 +87,7 @@ func (p *Pipeline) timeArg(t time.Time) any {
 }
 
 // timeAtLeast is the SQL condition column >= placeholder (a timeArg).
-func (p *Pipeline) timeAtLeast(column, placeholder string) string {
+func (p *Jobs) timeAtLeast(column, placeholder string) string {
 	if p.dialect == "sqlite" {
 		return "julianday(" + column + ") >= julianday(" + placeholder + ")"
 	}
@@ -104,7 +96,7 @@ func (p *Pipeline) timeAtLeast(column, placeholder string) string {
 
 // timeBucket is the SQL text of column's time in whole steps of seconds
 // since the Unix epoch (floor).
-func (p *Pipeline) timeBucket(column string, step int64) string {
+func (p *Jobs) timeBucket(column string, step int64) string {
 	s := strconv.FormatInt(step, 10)
 	if p.dialect == "sqlite" {
 		return "CAST((julianday(" + column + ") - 2440587.5) * 86400.0 / " + s + " AS INTEGER)"
@@ -128,16 +120,8 @@ type ActivityPoint struct {
 	Depth int64 `json:"depth"`
 }
 
-// Activity returns the job table's activity from since to now, in steps
-// of step (at least a second; since is rounded down to a step): three
-// grouped statements over created_at and finalized_at, reading no job's
-// arguments. Depth is reconstructed from the jobs still in the table (the
-// jobs unfinished at since, plus those enqueued, minus those finished), so
-// jobs deleted or pruned since are not in it; River prunes completed jobs
-// after a day by default.
-// Errors: claimcheck.ErrConfig for a step under a second or over a day;
-// the job database's, wrapped.
-func (p *Pipeline) Activity(ctx context.Context, since, now time.Time, step time.Duration) ([]ActivityPoint, error) {
+// Activity is Pipeline.Activity (package pipeline documents it).
+func (p *Jobs) Activity(ctx context.Context, since, now time.Time, step time.Duration) ([]ActivityPoint, error) {
 	if step < time.Second || step > 24*time.Hour || !now.After(since) {
 		return nil, fmt.Errorf("pipeline: activity: a step of 1 s to 1 day and since before now, not %v from %v to %v: %w", step, since, now, claimcheck.ErrConfig)
 	}
@@ -149,7 +133,7 @@ func (p *Pipeline) Activity(ctx context.Context, since, now time.Time, step time
 		points[i].At = time.Unix((first+int64(i))*sec, 0)
 	}
 	start := p.timeArg(time.Unix(first*sec, 0))
-	notOutbox := `queue NOT LIKE '` + outboxQueuePrefix + `%'`
+	notOutbox := `queue NOT LIKE '` + OutboxQueuePrefix + `%'`
 	var depth int64
 	err := p.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM river_job WHERE `+notOutbox+` AND NOT `+p.timeAtLeast("created_at", "$1")+
 		` AND (finalized_at IS NULL OR `+p.timeAtLeast("finalized_at", "$1")+`)`, start).Scan(&depth)

@@ -1,14 +1,19 @@
-package pipeline
+// Package jobdb is the job database under package pipeline: opening it
+// (SQLite or PostgreSQL, internal/dbopen) with River's driver, and its
+// schema, River's migrations and the claims registry's steps (Migrate,
+// CheckMigrated). Package pipeline re-exports Migrate and its result types.
+package jobdb
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
@@ -228,45 +233,42 @@ var registrySchema = []registryStep{
 		name:  "create table claimcheck_key",
 		table: "claimcheck_key",
 		sql:   `CREATE TABLE IF NOT EXISTS claimcheck_key (key_id TEXT NOT NULL PRIMARY KEY, first_sealed TIMESTAMPTZ NOT NULL)`,
-		thenSQLite: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + unrecordedKeyID + `', CURRENT_TIMESTAMP
-		WHERE EXISTS (SELECT 1 FROM river_job WHERE ` + sealedJobsSQLite + `) ON CONFLICT DO NOTHING`,
-		thenPG: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + unrecordedKeyID + `', CURRENT_TIMESTAMP
-		WHERE EXISTS (SELECT 1 FROM river_job WHERE ` + sealedJobsPG + `) ON CONFLICT DO NOTHING`,
+		thenSQLite: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + UnrecordedKeyID + `', CURRENT_TIMESTAMP
+		WHERE EXISTS (SELECT 1 FROM river_job WHERE ` + SealedJobsSQLite + `) ON CONFLICT DO NOTHING`,
+		thenPG: `INSERT INTO claimcheck_key (key_id, first_sealed) SELECT '` + UnrecordedKeyID + `', CURRENT_TIMESTAMP
+		WHERE EXISTS (SELECT 1 FROM river_job WHERE ` + SealedJobsPG + `) ON CONFLICT DO NOTHING`,
 	},
 }
 
-// jobDB is an open job database with its River driver.
-type jobDB struct {
-	target dbopen.Target
-	db     *sql.DB
-	driver riverdriver.Driver[*sql.Tx]
-	// listen is PostgreSQL's pool for River's LISTEN connection (nil on
+// DB is an open job database with its River driver.
+type DB struct {
+	Target dbopen.Target
+	DB     *sql.DB
+	Driver riverdriver.Driver[*sql.Tx]
+	// Listen is PostgreSQL's pool for River's LISTEN connection (nil on
 	// SQLite, and for Migrate).
-	listen *pgxpool.Pool
+	Listen *pgxpool.Pool
 }
 
-// close closes the database and the listener pool.
-func (d *jobDB) close() error {
-	if d.listen != nil {
-		d.listen.Close()
+// Close closes the database and the listener pool.
+func (d *DB) Close() error {
+	if d.Listen != nil {
+		d.Listen.Close()
 	}
-	return d.db.Close()
+	return d.DB.Close()
 }
 
-// openDatabase parses and opens database. Errors: claimcheck.ErrConfig for
-// a URL that does not parse or names an unsupported database.
-func openDatabase(ctx context.Context, database string, opts *dbopen.Options) (*jobDB, error) {
-	return openJobDB(ctx, database, openOptions{Options: *opts})
-}
-
-// openOptions are dbopen's and whether River's workers get a LISTEN
+// Options are dbopen's and whether River's workers get a LISTEN
 // connection (PostgreSQL).
-type openOptions struct {
+type Options struct {
 	dbopen.Options
 	Listen bool
 }
 
-func openJobDB(ctx context.Context, database string, opts openOptions) (*jobDB, error) {
+// Open parses and opens database (a URL as in pipeline.Config.Database).
+// Errors: claimcheck.ErrConfig for a URL that does not parse or names an
+// unsupported database; the database's errors, wrapped.
+func Open(ctx context.Context, database string, opts Options) (*DB, error) {
 	target, err := dbopen.Parse(database)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: database: %v: %w", err, claimcheck.ErrConfig)
@@ -276,13 +278,13 @@ func openJobDB(ctx context.Context, database string, opts openOptions) (*jobDB, 
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
-		return &jobDB{target: target, db: db, driver: riversqlite.New(db)}, nil
+		return &DB{Target: target, DB: db, Driver: riversqlite.New(db)}, nil
 	}
 	pool, db, err := dbopen.OpenPostgres(ctx, target, &opts.Options)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	d := &jobDB{target: target, db: db}
+	d := &DB{Target: target, DB: db}
 	// database/sql over the pool keeps *sql.Tx, so EnqueueTx is the same
 	// on both databases, while River's own statements use the pool
 	// directly (postgresDriver); a pgx pool of its own gives River's
@@ -291,12 +293,12 @@ func openJobDB(ctx context.Context, database string, opts openOptions) (*jobDB, 
 	// next poll (FetchPollInterval): a job's wait was half the poll
 	// interval on average.
 	if opts.Listen {
-		if d.listen, err = dbopen.ListenerPool(target); err != nil {
+		if d.Listen, err = dbopen.ListenerPool(target); err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("pipeline: %v: %w", err, claimcheck.ErrConfig)
 		}
 	}
-	d.driver = newPostgresDriver(pool, db, d.listen)
+	d.Driver = newPostgresDriver(pool, db, d.Listen)
 	return d, nil
 }
 
@@ -310,12 +312,12 @@ func openJobDB(ctx context.Context, database string, opts openOptions) (*jobDB, 
 // Errors: claimcheck.ErrConfig for a database URL that does not parse; the
 // database's errors, wrapped.
 func Migrate(ctx context.Context, database string) (*MigrateResult, error) {
-	d, err := openDatabase(ctx, database, &dbopen.Options{MaxConns: 2})
+	d, err := Open(ctx, database, Options{Options: dbopen.Options{MaxConns: 2}})
 	if err != nil {
 		return nil, err
 	}
-	defer d.db.Close()
-	return d.migrate(ctx, nil)
+	defer d.DB.Close()
+	return d.Migrate(ctx, nil)
 }
 
 // migrateLock serialises migrations of one PostgreSQL schema across
@@ -325,17 +327,19 @@ func Migrate(ctx context.Context, database string) (*MigrateResult, error) {
 const migrateLock = `SELECT pg_advisory_lock(hashtext('claimcheck-migrate:' || current_schema()))`
 const migrateUnlock = `SELECT pg_advisory_unlock(hashtext('claimcheck-migrate:' || current_schema()))`
 
-func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResult, error) {
+// Migrate applies River's and the claims registry's pending migrations
+// (logger nil: discard River's logs), as the package's Migrate does.
+func (d *DB) Migrate(ctx context.Context, logger *slog.Logger) (*MigrateResult, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := rivermigrate.New(d.driver, &rivermigrate.Config{Logger: logger})
+	m, err := rivermigrate.New(d.Driver, &rivermigrate.Config{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: migrate: %w", err)
 	}
-	res := &MigrateResult{Dialect: string(d.target.Dialect), Database: d.target.String(), Applied: []MigrationApplied{}}
+	res := &MigrateResult{Dialect: string(d.Target.Dialect), Database: d.Target.String(), Applied: []MigrationApplied{}}
 
-	if d.target.Dialect == dbopen.SQLite {
+	if d.Target.Dialect == dbopen.SQLite {
 		// One connection, so no lock can be held beside the migrations:
 		// run them all in one transaction instead. Its BEGIN IMMEDIATE
 		// takes the file's write lock, so processes opening a fresh file at
@@ -346,7 +350,7 @@ func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResul
 		// successor, would run each step in a transaction of its own,
 		// with no lock held between reading the applied versions and
 		// applying the rest: TestConcurrentOpen's processes would race.)
-		tx, err := d.db.BeginTx(ctx, nil)
+		tx, err := d.DB.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: migrate: begin: %w", err)
 		}
@@ -357,7 +361,7 @@ func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResul
 			return nil, fmt.Errorf("pipeline: migrate River schema: %w", err)
 		}
 		res.addRiver(rr)
-		if err := d.migrateRegistry(ctx, d.driver.UnwrapExecutor(tx), tx, res); err != nil {
+		if err := d.migrateRegistry(ctx, d.Driver.UnwrapExecutor(tx), tx, res); err != nil {
 			return nil, err
 		}
 		if err := tx.Commit(); err != nil {
@@ -369,7 +373,7 @@ func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResul
 	// PostgreSQL: River applies each migration in its own transaction, as
 	// it requires; processes take turns under an advisory lock held on a
 	// connection of its own, while the migrations run on the pool's others.
-	conn, err := d.db.Conn(ctx)
+	conn, err := d.DB.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: migrate: %w", err)
 	}
@@ -383,7 +387,7 @@ func (d *jobDB) migrate(ctx context.Context, logger *slog.Logger) (*MigrateResul
 		return nil, fmt.Errorf("pipeline: migrate River schema: %w", err)
 	}
 	res.addRiver(rr)
-	if err := d.migrateRegistry(ctx, d.driver.GetExecutor(), d.db, res); err != nil {
+	if err := d.migrateRegistry(ctx, d.Driver.GetExecutor(), d.DB, res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -396,7 +400,7 @@ func (r *MigrateResult) addRiver(rr *rivermigrate.MigrateResult) {
 }
 
 // migrateRegistry applies the registry steps whose object is missing.
-func (d *jobDB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, db execer, res *MigrateResult) error {
+func (d *DB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, db execer, res *MigrateResult) error {
 	missing, err := registryMissing(ctx, exec)
 	if err != nil {
 		return err
@@ -404,10 +408,10 @@ func (d *jobDB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, 
 	for _, i := range missing {
 		step := registrySchema[i]
 		start := time.Now()
-		if _, err := db.ExecContext(ctx, step.ddl(d.target.Dialect)); err != nil {
+		if _, err := db.ExecContext(ctx, step.ddl(d.Target.Dialect)); err != nil {
 			return fmt.Errorf("pipeline: migrate claims registry (%s): %w", step.name, err)
 		}
-		for _, stmt := range []string{step.then, step.thenIn(d.target.Dialect)} {
+		for _, stmt := range []string{step.then, step.thenIn(d.Target.Dialect)} {
 			if stmt == "" {
 				continue
 			}
@@ -418,6 +422,21 @@ func (d *jobDB) migrateRegistry(ctx context.Context, exec riverdriver.Executor, 
 		res.Applied = append(res.Applied, MigrationApplied{Component: ComponentRegistry, Version: i + 1, Name: step.name, Duration: time.Since(start)})
 	}
 	return nil
+}
+
+// execer is what runs a registry step: a *sql.DB or *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// RegistryStepNames are the claims registry's steps' names, in the order
+// Migrate applies them (MigrationApplied.Name; Version is the index + 1).
+func RegistryStepNames() []string {
+	names := make([]string, len(registrySchema))
+	for i, st := range registrySchema {
+		names[i] = st.name
+	}
+	return names
 }
 
 // registryMissing returns the indexes of the registry steps whose object
@@ -442,10 +461,10 @@ func registryMissing(ctx context.Context, exec riverdriver.Executor) ([]int, err
 	return missing, nil
 }
 
-// checkMigrated returns ErrNotMigrated (and ErrConfig) naming what is
+// CheckMigrated returns ErrNotMigrated (and ErrConfig) naming what is
 // missing, when River's or the registry's schema is not fully applied.
-func (d *jobDB) checkMigrated(ctx context.Context) error {
-	m, err := rivermigrate.New(d.driver, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+func (d *DB) CheckMigrated(ctx context.Context) error {
+	m, err := rivermigrate.New(d.Driver, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fmt.Errorf("pipeline: check migrations: %w", err)
 	}
@@ -457,7 +476,7 @@ func (d *jobDB) checkMigrated(ctx context.Context) error {
 	if !v.OK {
 		problems = append(problems, "River: "+strings.Join(v.Messages, "; "))
 	}
-	missing, err := registryMissing(ctx, d.driver.GetExecutor())
+	missing, err := registryMissing(ctx, d.Driver.GetExecutor())
 	if err != nil {
 		return err
 	}
@@ -468,5 +487,5 @@ func (d *jobDB) checkMigrated(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("pipeline: %s database %s: %s; run `claimcheck migrate` (pipeline.Migrate) against it, or open without SkipMigrations: %w: %w",
-		d.target.Dialect, d.target, strings.Join(problems, "; "), ErrNotMigrated, claimcheck.ErrConfig)
+		d.Target.Dialect, d.Target, strings.Join(problems, "; "), ErrNotMigrated, claimcheck.ErrConfig)
 }
