@@ -625,27 +625,52 @@ func documentName(name string) string {
 // claimcheck.Payload.Open). Close the returned reader when done.
 // Errors: ErrJobNotFound; ErrNoResult; the claim's errors.
 func (p *Pipeline) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *claimcheck.Ticket, error) {
-	j, err := p.Get(ctx, id)
+	pl, err := p.claimResult(ctx, id)
 	if err != nil {
 		return nil, nil, err
-	}
-	if j.result == nil {
-		return nil, nil, fmt.Errorf("pipeline: job %d (%s): %w", id, j.State, ErrNoResult)
-	}
-	st, err := p.storeFor(j.result)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
-	}
-	pl, err := st.Claim(j.result)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
 	}
 	r, err := pl.Open(ctx)
 	if err != nil {
 		pl.Close()
 		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
 	}
-	return readCloser{r, pl}, j.result, nil
+	return readCloser{r, pl}, pl.Ticket(), nil
+}
+
+// WriteResult claims a job's result into the file at path, verified, in
+// one pass, renamed over path only once verified (see
+// claimcheck.Payload.WriteFile: on a failure nothing is left at path).
+// Errors: ErrJobNotFound; ErrNoResult; the claim's errors.
+func (p *Pipeline) WriteResult(ctx context.Context, id int64, path string) (*claimcheck.Ticket, error) {
+	pl, err := p.claimResult(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer pl.Close()
+	if err := pl.WriteFile(ctx, path); err != nil {
+		return nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
+	}
+	return pl.Ticket(), nil
+}
+
+// claimResult claims a job's result, unopened.
+func (p *Pipeline) claimResult(ctx context.Context, id int64) (*claimcheck.Payload, error) {
+	j, err := p.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.result == nil {
+		return nil, fmt.Errorf("pipeline: job %d (%s): %w", id, j.State, ErrNoResult)
+	}
+	st, err := p.storeFor(j.result)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
+	}
+	pl, err := st.Claim(j.result)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
+	}
+	return pl, nil
 }
 
 type readCloser struct {
