@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -88,19 +91,195 @@ func (p *Payload) Verify(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// 1 MiB reads (one ciphertext segment), and no File.ReadFrom with its
-	// 32 KiB reads: fewer hand-offs from the decrypting goroutine. Not
-	// an aheadWriter: its three more buffers took an encrypted claim of 512 MiB
-	// to 67 MiB of peak RSS, over the 64 MiB bound (bench --compare).
-	if _, err := io.CopyBuffer(struct{ io.Writer }{spool}, ctxio.Reader(ctx, r), make([]byte, 1<<20)); err != nil {
+	// One pass: hashed as it is read, written as it is hashed (copyAhead).
+	if _, rerr, werr := copyAhead(ctx, spool, r); rerr != nil || werr != nil {
 		spool.Close()
-		if !errors.Is(err, ErrPayloadCorrupt) && ctx.Err() != nil {
-			return fmt.Errorf("claimcheck: claim %s: %w: %w", p.ticket, ErrUnavailable, ctx.Err())
-		}
-		return err
+		return p.copyError(ctx, rerr, werr)
 	}
 	p.verified = spool
 	return nil
+}
+
+// copyError is a verified copy's error (copyAhead): the object's or the
+// verification's (rerr) before the destination's (werr, already a
+// fileError from a spool), a cancelled context's as ErrUnavailable.
+func (p *Payload) copyError(ctx context.Context, rerr, werr error) error {
+	switch {
+	case errors.Is(rerr, ErrPayloadCorrupt), errors.Is(rerr, ErrConfig):
+		return rerr
+	case ctx.Err() != nil:
+		return fmt.Errorf("claimcheck: claim %s: %w: %w", p.ticket, ErrUnavailable, ctx.Err())
+	case rerr != nil:
+		return rerr
+	}
+	return werr
+}
+
+// copyAhead copies src to dst in one pass: src is read in fileBuf pieces in
+// the caller's goroutine (where a verifyingReader hashes each piece as it
+// arrives), and each piece is written to dst by a goroutine of its own
+// (aheadWriter, two buffers, handed over without a copy), so reading and
+// hashing the next piece overlap writing the last. Memory: two fileBuf
+// buffers. rerr is src's error (io.EOF is none), werr dst's first.
+func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr, werr error) {
+	aw := newAheadWriter(dst, 2, fileBuf)
+	r := ctxio.Reader(ctx, src)
+	for {
+		b := aw.buffer()
+		k, err := io.ReadFull(r, b)
+		if k > 0 {
+			if !aw.submit(b[:k]) {
+				break // a write failed: close reports it
+			}
+		} else {
+			aw.free <- b
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			rerr = err
+			break
+		}
+	}
+	n, werr = aw.close()
+	return n, rerr, werr
+}
+
+// WriteFile claims the payload into the file at path, verified, in one
+// pass: the object is read once, each piece hashed as it arrives and
+// written as the next is read (copyAhead), into a file in path's directory
+// that has no name while it is written (O_TMPFILE, where the file system
+// allows it; else a hidden ".claimcheck-*.tmp" file); once its size and
+// SHA-256 match the ticket it is fsynced, given a name and renamed over
+// path, and the directory is fsynced. On any failure nothing is left at
+// path (a file already there is left as it was) and no temporary file
+// remains. The file's mode is 0600 (less the umask). Nothing is spooled:
+// the verified copy Open reads is not made (one already made by Verify is
+// copied from instead). The ticket's size is the file's.
+//
+// Errors: as for Verify (ErrPayloadMissing, ErrPayloadCorrupt,
+// ErrAccessDenied, ErrUnavailable), and ErrUnavailable for the destination
+// file's failures (a full disk: ErrNoSpace), its path named.
+func (p *Payload) WriteFile(ctx context.Context, path string) error {
+	t := p.ticket
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("claimcheck: claim %s: write %s: it is a directory: %w", t, path, ErrConfig)
+	}
+	dir := filepath.Dir(path)
+	f, named, err := createBeside(dir)
+	if err != nil {
+		return fileError(fmt.Sprintf("claimcheck: claim %s: write %s: create a file in its directory", t, path), err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			if named != "" {
+				os.Remove(named)
+			}
+		}
+	}()
+	wf := &writebackFile{f: f}
+	var src io.Reader
+	var stream io.ReadCloser
+	p.mu.Lock()
+	switch {
+	case t.IsInline():
+		b, err := p.inlineBytes(ctx)
+		if err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		src = bytes.NewReader(b)
+	case p.verified != nil:
+		src = io.NewSectionReader(p.verified, 0, t.Size)
+	}
+	p.mu.Unlock()
+	if src == nil {
+		if stream, err = p.OpenStream(ctx); err != nil {
+			return err
+		}
+		defer func() {
+			if stream != nil {
+				stream.Close()
+			}
+		}()
+		src = stream
+	}
+	_, rerr, werr := copyAhead(ctx, wf, src)
+	if werr != nil {
+		werr = fileError(fmt.Sprintf("claimcheck: claim %s: write %s", t, path), werr)
+	}
+	if err := p.copyError(ctx, rerr, werr); err != nil {
+		return err
+	}
+	if stream != nil {
+		err := stream.Close()
+		stream = nil
+		if err != nil {
+			return storeError("claimcheck: claim "+t.String()+": close", err, false)
+		}
+	}
+	// Durable before the rename is relied on: a crash leaves the old
+	// file or the whole new one, never a short one.
+	if err := f.Sync(); err != nil {
+		return fileError(fmt.Sprintf("claimcheck: claim %s: write %s: fsync", t, path), err)
+	}
+	if named == "" {
+		if named, err = linkTemp(f, dir); err != nil {
+			return fileError(fmt.Sprintf("claimcheck: claim %s: write %s: name the file", t, path), err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fileError(fmt.Sprintf("claimcheck: claim %s: write %s: close", t, path), err)
+	}
+	if err := os.Rename(named, path); err != nil {
+		return fileError(fmt.Sprintf("claimcheck: claim %s: write %s: rename into place", t, path), err)
+	}
+	done = true
+	if err := syncPath(dir); err != nil {
+		return fileError(fmt.Sprintf("claimcheck: claim %s: write %s: fsync its directory", t, path), err)
+	}
+	return nil
+}
+
+// createBeside creates the file WriteFile writes in dir: without a name
+// (createAnon; named is "") where the file system allows it, so that a
+// process that dies mid-claim leaves nothing; else a hidden temporary file
+// (named is its path).
+func createBeside(dir string) (f *os.File, named string, err error) {
+	if f, err := createAnon(dir); err == nil {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return nil, "", err
+		}
+		return f, "", nil
+	}
+	if f, err = os.CreateTemp(dir, ".claimcheck-*.tmp"); err != nil {
+		return nil, "", err
+	}
+	return f, f.Name(), nil
+}
+
+// linkTemp names f, made by createAnon, with a fresh hidden name in dir,
+// for a rename over the destination (a link never replaces a name).
+func linkTemp(f *os.File, dir string) (string, error) {
+	for range 10 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		name := filepath.Join(dir, ".claimcheck-"+hex.EncodeToString(b[:])+".tmp")
+		err := linkAnon(f, name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("link a temporary file: %w", os.ErrExist)
 }
 
 // Open returns a reader over verified bytes: it calls Verify, so the caller

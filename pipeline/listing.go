@@ -165,6 +165,14 @@ func (p *Pipeline) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *cl
 	return p.jobs.OpenResult(ctx, id)
 }
 
+// WriteResult claims a job's result into the file at path, verified, in
+// one pass, renamed over path only once verified (see
+// claimcheck.Payload.WriteFile: on a failure nothing is left at path).
+// Errors: ErrJobNotFound; ErrNoResult; the claim's errors.
+func (p *Pipeline) WriteResult(ctx context.Context, id int64, path string) (*claimcheck.Ticket, error) {
+	return p.jobs.WriteResult(ctx, id, path)
+}
+
 // Delete removes jobs and their claims-registry rows in one transaction, so
 // an object only they referenced becomes an orphan that the sweeper collects
 // after its grace period. A running job is not deleted (River refuses it);

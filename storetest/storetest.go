@@ -32,6 +32,8 @@ import (
 	"fmt"
 	"io"
 	mathrand "math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -269,6 +271,26 @@ func ClaimBytes(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket) []byte
 		t.Fatalf("Claim: %v", err)
 	}
 	defer p.Close()
+	// WriteFile before Open (one pass from the object) and after it
+	// (from the verified copy): the same bytes, and nothing else left in
+	// the file's directory.
+	dir := t.TempDir()
+	writeFile := func(what string) []byte {
+		t.Helper()
+		dst := filepath.Join(dir, "claimed")
+		if err := p.WriteFile(ctx, dst); err != nil {
+			t.Fatalf("WriteFile %s: %v", what, err)
+		}
+		b, err := os.ReadFile(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 1 {
+			t.Fatalf("WriteFile %s left %d files in the destination's directory, want 1", what, len(left))
+		}
+		return b
+	}
+	written := writeFile("before Open")
 	r, err := p.Open(ctx)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -298,6 +320,9 @@ func ClaimBytes(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket) []byte
 	}
 	if !bytes.Equal(got, streamed) {
 		t.Fatal("OpenStream and Open read different bytes")
+	}
+	if !bytes.Equal(got, written) || !bytes.Equal(got, writeFile("after Open")) {
+		t.Fatal("WriteFile and Open read different bytes")
 	}
 	return got
 }
@@ -486,6 +511,13 @@ func expect(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket, class erro
 		if strings.Contains(err.Error(), tk.Key) {
 			t.Fatalf("%s: error string reveals the object key: %v", what, err)
 		}
+	}
+	// WriteFile first, while nothing is verified: it streams the object.
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "claimed")
+	check("WriteFile", p.WriteFile(ctx, dst))
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("WriteFile failed and left %d files in the destination's directory (%v)", len(left), err)
 	}
 	check("Verify", p.Verify(ctx))
 	_, err = p.Open(ctx)

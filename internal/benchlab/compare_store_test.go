@@ -27,7 +27,7 @@ func checkStoreCompare(t *testing.T, rep *CompareReport, sizes []int64, rounds i
 	if len(rep.Groups) != len(sizes) {
 		t.Fatalf("%d groups, want %d", len(rep.Groups), len(sizes))
 	}
-	wantCases := append(refs, CaseCheckIn, CaseCheckInEnc, CaseOpen, CaseOpenEnc, CaseStream, CaseStreamEnc)
+	wantCases := append(refs, CaseCheckIn, CaseCheckInStream, CaseCheckInEnc, CaseOpen, CaseOpenEnc, CaseStream, CaseStreamEnc, CaseClaimFile, CaseClaimFileEnc)
 	for _, g := range rep.Groups {
 		if len(g.Cases) != len(wantCases) || len(g.Load) != rounds {
 			t.Fatalf("%s: %d cases, %d loads", g.Name, len(g.Cases), len(g.Load))
@@ -51,8 +51,14 @@ func checkStoreCompare(t *testing.T, rep *CompareReport, sizes []int64, rounds i
 			}
 		}
 	}
-	if len(rep.Checks) != 1 || rep.Checks[0].ValueMiB <= 0 && rep.Checks[0].Status != "SKIP" {
-		t.Fatalf("checks: %+v", rep.Checks)
+	// One memory line per claimcheck case, each with every size's figure.
+	if ccCases := len(wantCases) - len(refs); len(rep.Checks) != ccCases && (len(rep.Checks) != 1 || rep.Checks[0].Status != "SKIP") {
+		t.Fatalf("%d checks, want %d: %+v", len(rep.Checks), ccCases, rep.Checks)
+	}
+	for _, c := range rep.Checks {
+		if c.Status != "SKIP" && (c.ValueMiB <= 0 || strings.Count(c.Detail, "VmHWM") != len(sizes)) {
+			t.Fatalf("memory check %+v: want a figure per size", c)
+		}
 	}
 	var out bytes.Buffer
 	if err := rep.Write(&out); err != nil {
@@ -77,10 +83,10 @@ func TestCompareStoreFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkStoreCompare(t, rep, sizes, 2, []string{CaseSHA256, CaseDisk}, 6)
+	checkStoreCompare(t, rep, sizes, 2, []string{CaseSHA256, CaseDisk}, 9)
 	// One CPU profile per claimcheck case and size (the first round's).
 	for _, size := range []string{"1MiB", "3MiB"} {
-		for _, c := range []string{"checkin", "checkin-enc", "open", "open-enc", "stream", "stream-enc"} {
+		for _, c := range []string{"checkin", "checkin-stream", "checkin-enc", "open", "open-enc", "stream", "stream-enc", "claimfile", "claimfile-enc"} {
 			if fi, err := os.Stat(filepath.Join(profiles, "file-"+size+"-"+c+".pprof")); err != nil || fi.Size() == 0 {
 				t.Fatalf("profile of %s at %s: %v", c, size, err)
 			}
@@ -107,7 +113,7 @@ func TestCompareStoreS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkStoreCompare(t, rep, sizes, 2, []string{CasePutObject, CaseGetObject, CaseGetObjectSHA256}, 7)
+	checkStoreCompare(t, rep, sizes, 2, []string{CasePutObject, CaseGetObject, CaseGetObjectSHA256, CaseGetObjectDiscard, CaseGetObjectFileSHA256}, 11)
 	s, err := claimcheck.OpenStore(context.Background(), raw, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -205,12 +211,12 @@ func BenchmarkClaimFromFile(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		tp, err := c.checkInFile(plain, c.tenant, src)
+		tp, err := c.checkInFile(plain, c.tenant, src, false)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer c.delete(plain, tp)
-		te, err := c.checkInFile(enc, c.tenant+"-enc", src)
+		te, err := c.checkInFile(enc, c.tenant+"-enc", src, false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -240,6 +246,7 @@ func BenchmarkClaimFromFile(b *testing.B) {
 			{"open-enc", func() (int64, error) { return c.claim(enc, te, false) }},
 			{"stream", func() (int64, error) { return c.claim(plain, tp, true) }},
 			{"stream-enc", func() (int64, error) { return c.claim(enc, te, true) }},
+			{"claimfile", func() (int64, error) { return claimFile(ctx, plain, tp, filepath.Join(dir, "claimed")) }},
 		}
 		for _, cs := range cases {
 			b.Run(cs.name, func(b *testing.B) {
@@ -254,6 +261,24 @@ func BenchmarkClaimFromFile(b *testing.B) {
 			})
 		}
 	})
+}
+
+// claimFile claims t into the file at path (Payload.WriteFile) and
+// returns its size.
+func claimFile(ctx context.Context, s *claimcheck.Store, t *claimcheck.Ticket, path string) (int64, error) {
+	p, err := s.Claim(t)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	if err := p.WriteFile(ctx, path); err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 // fromFileStores writes a source file of size bytes (Stream(seed, size))

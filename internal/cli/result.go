@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -34,35 +31,17 @@ func newResult(g *globals) *cobra.Command {
 }
 
 func (o *resultOptions) runIn(ctx context.Context, s streams, e *env) error {
+	if o.out != "" && o.out != "-" {
+		// Verified as it is written, renamed over the file once verified:
+		// a failure leaves nothing at it (Payload.WriteFile).
+		_, err := e.pipe.WriteResult(ctx, o.job.id, o.out)
+		return err
+	}
 	r, _, err := e.pipe.OpenResult(ctx, o.job.id)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	if o.out == "" || o.out == "-" {
-		_, err = io.Copy(s.out, r)
-		return err
-	}
-	return writeFileAtomic(o.out, r)
-}
-
-// writeFileAtomic writes r to path through a temporary file in the same
-// directory, so a failure leaves any existing file untouched.
-func writeFileAtomic(path string, r io.Reader) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("cannot write %s: it is a directory; give a file name", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".claimcheck-result-*")
-	if err != nil {
-		return fmt.Errorf("cannot write %s: %v", path, unwrapPath(err))
-	}
-	defer os.Remove(f.Name())
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return os.Rename(f.Name(), path)
+	_, err = io.Copy(s.out, r)
+	return err
 }

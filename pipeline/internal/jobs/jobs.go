@@ -601,27 +601,49 @@ func documentName(name string) string {
 
 // OpenResult is Pipeline.OpenResult (package pipeline documents it).
 func (p *Jobs) OpenResult(ctx context.Context, id int64) (io.ReadCloser, *claimcheck.Ticket, error) {
-	j, err := p.Get(ctx, id)
+	pl, err := p.claimResult(ctx, id)
 	if err != nil {
 		return nil, nil, err
-	}
-	if j.result == nil {
-		return nil, nil, fmt.Errorf("pipeline: job %d (%s): %w", id, j.State, ErrNoResult)
-	}
-	st, err := p.storeFor(j.result)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
-	}
-	pl, err := st.Claim(j.result)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
 	}
 	r, err := pl.Open(ctx)
 	if err != nil {
 		pl.Close()
 		return nil, nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
 	}
-	return readCloser{r, pl}, j.result, nil
+	return readCloser{r, pl}, pl.Ticket(), nil
+}
+
+// WriteResult is Pipeline.WriteResult (package pipeline documents it).
+func (p *Jobs) WriteResult(ctx context.Context, id int64, path string) (*claimcheck.Ticket, error) {
+	pl, err := p.claimResult(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer pl.Close()
+	if err := pl.WriteFile(ctx, path); err != nil {
+		return nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
+	}
+	return pl.Ticket(), nil
+}
+
+// claimResult claims a job's result, unopened.
+func (p *Jobs) claimResult(ctx context.Context, id int64) (*claimcheck.Payload, error) {
+	j, err := p.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.result == nil {
+		return nil, fmt.Errorf("pipeline: job %d (%s): %w", id, j.State, ErrNoResult)
+	}
+	st, err := p.storeFor(j.result)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
+	}
+	pl, err := st.Claim(j.result)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: job %d: its result: %w", id, err)
+	}
+	return pl, nil
 }
 
 type readCloser struct {
