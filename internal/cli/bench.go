@@ -64,6 +64,7 @@ command built from this repository (docs/development.md).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: runE(o, nil),
 	}
+	c.AddCommand(newBenchJobs(g), newBenchWorkload(g))
 	c.Flags().StringArrayVar(&o.sizes, "size", nil, "payload size, e.g. 4MiB, 1GiB, 123456 (repeatable; default 4MiB and 1GiB)")
 	c.Flags().IntVar(&o.rounds, "rounds", 1, "rounds per size: bench reports each variant's fastest round (steadier on a busy machine)")
 	return c
