@@ -358,8 +358,8 @@ type sdkTarget struct {
 	dir     string     // file:// (or other) stores: the files' directory
 	workers int
 	mu      sync.Mutex
-	ch  chan int64
-	put []string // keys or paths written
+	ch      chan int64
+	put     []string // keys or paths written
 }
 
 func newSDKTarget(ctx context.Context, cfg WorkloadCompareConfig, p *pipeline.Pipeline) (*sdkTarget, error) {
