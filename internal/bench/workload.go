@@ -304,7 +304,7 @@ func (t *PipelineTarget) Cleanup(ctx context.Context) error {
 	}
 	st := t.P.Store()
 	for _, key := range keys {
-		if err := st.Bucket().Delete(ctx, st.Namespace()+key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		if err := st.Bucket().Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("bench: delete the workload's objects: %w", err)
 		}
 	}

@@ -41,7 +41,9 @@ type benchEnv struct {
 // objects close deletes; on --database under a kind of its own, whose
 // jobs the measurement deletes. Without --keeper the data directory's
 // key file, if any, is used (a copy in the scratch directory), else a
-// fresh one there.
+// fresh one there; with --database, the data directory's key file is
+// made first if the deployment holds nothing sealed (as submit makes it),
+// so that the keys the job database records stay the deployment's.
 func openBenchEnv(ctx context.Context, g *globals, data string) (*benchEnv, error) {
 	tmp, err := os.MkdirTemp(data, "bench-")
 	if err != nil {
@@ -59,8 +61,19 @@ func openBenchEnv(ctx context.Context, g *globals, data string) (*benchEnv, erro
 			return fail(usagef("--store: %v", err))
 		}
 	}
+	if g.keeper == "" && g.database != "" {
+		// The job database records the keys that sealed its payloads:
+		// the bench seals under the deployment's key, made in the data
+		// directory on first use as submit makes it, or refused where
+		// the database holds payloads sealed under a key not here.
+		k, _, err := g.openKeeper(ctx, data, false)
+		if err != nil {
+			return fail(err)
+		}
+		k.Close()
+	}
 	if g.keeper == "" {
-		if err := copyKeyFile(keyFilePath(g.data), keyFilePath(tmp)); err != nil {
+		if err := copyKeyFile(keyFilePath(data), keyFilePath(tmp)); err != nil {
 			return fail(err)
 		}
 	}
@@ -107,7 +120,7 @@ func copyKeyFile(src, dst string) error {
 func (b *benchEnv) close(ctx context.Context) error {
 	var err error
 	if b.ns != "" {
-		err = deleteUnder(ctx, b.env.store.Bucket(), b.ns)
+		err = deleteAll(ctx, b.env.store.Bucket())
 	}
 	b.env.Close()
 	os.RemoveAll(b.tmp)
@@ -117,9 +130,10 @@ func (b *benchEnv) close(ctx context.Context) error {
 	return nil
 }
 
-// deleteUnder deletes every object of bucket under prefix.
-func deleteUnder(ctx context.Context, bucket *blob.Bucket, prefix string) error {
-	it := bucket.List(&blob.ListOptions{Prefix: prefix})
+// deleteAll deletes every object of bucket (a store's, which is its
+// namespace).
+func deleteAll(ctx context.Context, bucket *blob.Bucket) error {
+	it := bucket.List(nil)
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
