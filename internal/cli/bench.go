@@ -58,8 +58,11 @@ size × parts in flight).
 Sizes the data directory's disk cannot hold are refused before anything is
 written: the largest once.
 
+bench jobs and bench workload measure jobs through the job database and
+the store (see their help).
+
 The comparisons with plain references (bench --compare, bench jobs
---compare, bench relay) are the team's instrument, in the claimcheck-bench
+--compare, bench workload --compare, bench relay) are the team's instrument, in the claimcheck-bench
 command built from this repository (docs/development.md).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: runE(o, nil),
