@@ -193,7 +193,12 @@ func (w *workloadCompare) group() Group {
 	g.Cases = []Case{
 		{Name: CaseWorkload, Prepare: prepare, Run: func(ctx context.Context) (Sample, error) { return run(w.cc, bench.WorkloadKind)(ctx) },
 			Cleanup: func(ctx context.Context) error { return w.cc.Cleanup(ctx) }},
-		{Name: CaseWorkloadRiver, Prepare: prepare, Run: func(ctx context.Context) (Sample, error) { return run(w.river, riverWorkloadKind)(ctx) },
+		{Name: CaseWorkloadRiver, Prepare: func(ctx context.Context) error {
+			if err := w.river.open(ctx); err != nil {
+				return err
+			}
+			return prepare(ctx)
+		}, Run: func(ctx context.Context) (Sample, error) { return run(w.river, riverWorkloadKind)(ctx) },
 			Cleanup: func(ctx context.Context) error { return w.river.cleanup(ctx) }},
 		{Name: CaseWorkloadSDK, Prepare: func(ctx context.Context) error { w.sdk.reset(len(w.sizes)); return nil },
 			Run:     func(ctx context.Context) (Sample, error) { return run(w.sdk, "")(ctx) },
@@ -222,13 +227,9 @@ func (w *workloadCompare) setup(ctx context.Context) error {
 	w.cc = &bench.PipelineTarget{P: p, Kind: bench.WorkloadKind, Tenant: bench.WorkloadTenant, Workers: w.cfg.Workers}
 	w.river = &riverTarget{db: p.DB(), workers: w.cfg.Workers}
 	if w.postgres() {
-		pool, err := pgxpool.New(ctx, w.cfg.Database)
-		if err != nil {
-			return err
-		}
-		w.river.pool = pool
+		w.river.database = w.cfg.Database
 	}
-	if err := w.river.open(); err != nil {
+	if err := w.river.open(ctx); err != nil {
 		return err
 	}
 	if err := w.river.cleanup(ctx); err != nil { // a killed run's
@@ -240,11 +241,8 @@ func (w *workloadCompare) setup(ctx context.Context) error {
 }
 
 func (w *workloadCompare) teardown(ctx context.Context) {
-	if w.river != nil {
+	if w.river != nil && w.river.open(ctx) == nil {
 		_ = w.river.cleanup(ctx)
-		if w.river.pool != nil {
-			w.river.pool.Close()
-		}
 	}
 	if w.sdk != nil {
 		_ = w.sdk.cleanup(ctx)
@@ -262,16 +260,26 @@ func (workloadArgs) Kind() string { return riverWorkloadKind }
 // bench.WorkloadTarget: each payload read into memory and inserted with
 // River's Insert; its handler takes the payload from the args.
 type riverTarget struct {
-	db      *sql.DB       // SQLite: the pipeline's connection
-	pool    *pgxpool.Pool // PostgreSQL
+	db       *sql.DB // SQLite: the pipeline's connection
+	database string  // PostgreSQL: its URL ("" on SQLite)
+	// pool is PostgreSQL's, opened for each run (open) and closed after
+	// it (cleanup): pgx keeps read buffers as large as the largest row it
+	// read, which would otherwise stay in this process's memory through
+	// claimcheck's case.
+	pool    *pgxpool.Pool
 	workers int
 	// insert is an insert-only client's Insert.
 	insert func(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 }
 
-// open makes the insert-only client.
-func (t *riverTarget) open() error {
-	if t.pool != nil {
+// open connects to PostgreSQL and makes the insert-only client.
+func (t *riverTarget) open(ctx context.Context) error {
+	if t.database != "" {
+		pool, err := pgxpool.New(ctx, t.database)
+		if err != nil {
+			return err
+		}
+		t.pool = pool
 		c, err := river.NewClient(riverpgxv5.New(t.pool), t.config(nil))
 		if err != nil {
 			return err
@@ -337,11 +345,14 @@ func (t *riverTarget) Start(ctx context.Context, h *bench.WorkloadHooks) (func()
 	return func() error { return stop(context.WithoutCancel(ctx)) }, nil
 }
 
-// cleanup deletes every job of plain River's workload queue.
+// cleanup deletes every job of plain River's workload queue and closes
+// the PostgreSQL connections.
 func (t *riverTarget) cleanup(ctx context.Context) error {
 	var err error
 	if t.pool != nil {
 		_, err = t.pool.Exec(ctx, `DELETE FROM river_job WHERE queue = $1`, riverWorkloadKind)
+		t.pool.Close()
+		t.pool = nil
 	} else {
 		_, err = t.db.ExecContext(ctx, `DELETE FROM river_job WHERE queue = $1`, riverWorkloadKind)
 	}
