@@ -13,10 +13,13 @@ import (
 	"github.com/claimcheck/claimcheck/internal/dbopen"
 )
 
-// benchJobsOptions are the options of bench jobs.
+// benchJobsOptions are the options claimcheck-bench adds to claimcheck's
+// bench jobs (--compare, --rounds, --cpuprofile-dir, --no-sqlite), with
+// its --jobs, --latency-jobs and --size.
 type benchJobsOptions struct {
 	l               *cli.Lab
 	jobs, latency   int
+	jobsSet         bool // --jobs was given (--compare's default is benchlab.DefaultCompareJobs)
 	rounds          int
 	size            string
 	compare, noLite bool
@@ -24,13 +27,17 @@ type benchJobsOptions struct {
 	profile         string
 }
 
-// Validate checks --jobs (1 to 1,000,000), --latency-jobs (1 to 10,000),
-// --rounds (1 to 20), --size (1 B to the 64 KiB inline threshold), that
-// --compare is given (the only mode), and that --database, if set, is a
-// PostgreSQL URL (SQLite is always a scratch file of its own).
+// Validate checks that --compare is given (the other flags are its),
+// --jobs (1 to 1,000,000), --latency-jobs (1 to 10,000), --rounds (1 to
+// 20), --size (1 B to the 64 KiB inline threshold), and that --database,
+// if set, is a PostgreSQL URL (SQLite is always a scratch file of its
+// own).
 func (o *benchJobsOptions) Validate() error {
 	if !o.compare {
-		return cli.UsageErrorf("bench jobs measures against plain River: give --compare")
+		return cli.UsageErrorf("--rounds, --cpuprofile-dir and --no-sqlite are for --compare")
+	}
+	if !o.jobsSet {
+		o.jobs = benchlab.DefaultCompareJobs
 	}
 	if o.jobs < 1 || o.jobs > 1_000_000 {
 		return cli.UsageErrorf("--jobs %d: use 1 to 1000000", o.jobs)
@@ -47,7 +54,7 @@ func (o *benchJobsOptions) Validate() error {
 	}
 	o.bytes = int64(n)
 	if d := o.l.Database(); d != "" && !strings.HasPrefix(d, "postgres://") && !strings.HasPrefix(d, "postgresql://") {
-		return cli.UsageErrorf("bench jobs uses a scratch SQLite file of its own: leave --database unset, or give a postgres:// URL to measure PostgreSQL too")
+		return cli.UsageErrorf("bench jobs --compare uses a scratch SQLite file of its own: leave --database unset, or give a postgres:// URL to measure PostgreSQL too")
 	}
 	if o.noLite && o.l.Database() == "" {
 		return cli.UsageErrorf("--no-sqlite needs --database postgres://…")
@@ -55,43 +62,46 @@ func (o *benchJobsOptions) Validate() error {
 	return nil
 }
 
-func newBenchJobs(l *cli.Lab) *cobra.Command {
+// addJobsCompare adds --compare, --rounds, --cpuprofile-dir and
+// --no-sqlite to claimcheck's bench jobs j: with --compare, j runs the
+// comparison with plain River instead of its own measurement.
+func addJobsCompare(j *cobra.Command, l *cli.Lab) {
 	o := &benchJobsOptions{l: l}
-	c := &cobra.Command{
-		Use:   "jobs --compare [--jobs 10000] [--size 4KiB] [--database postgres://…]",
-		Short: "Compare small jobs with plain River (payload in its args): enqueue, CPU per job, latency",
-		Long: `Measure claimcheck's job pipeline against plain River with the payload in
-its args, in this process and run, on a scratch SQLite file in the data
-directory and, with --database postgres://…, on that PostgreSQL database too
-(both sides share its River tables under queues of their own; the bench
-deletes their jobs after each case). Per database:
+	j.Long += `
 
-  enqueue   --jobs enqueues of --size payloads, one at a time, against as
-            many River Inserts (ops/s);
-  work      --jobs waiting jobs worked by 4 workers each side, the payload
-            verified before claimcheck's handler, read by both (CPU ms of
-            this process per job);
-  latency   --latency-jobs jobs enqueued one at a time, each once the
-            previous one reached its handler (median ms from the start of
-            the enqueue to the handler).
-
-claimcheck's payloads are sealed under a local keeper (encryption is on by
-default) in a scratch file store. The cases' order is reversed every other
-round (--rounds, default 3); each ratio is printed per round with its median
-and min–max, next to the load average as each round started, and judged
-against the project's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River).
---database is connected to first: nothing is measured when it cannot be.`,
-		Args: cli.ExactArgs(0, "no arguments"),
-		RunE: l.RunE(o, nil),
+With --compare (claimcheck-bench only), claimcheck's job pipeline is
+measured against plain River with the payload in its args, in this process
+and run, on a scratch SQLite file in the data directory and, with
+--database postgres://…, on that PostgreSQL database too (both sides share
+its River tables under queues of their own; the bench deletes their jobs
+after each case), each on a scratch file store with a local keeper. Per
+database: enqueue (--jobs, default 10000, one at a time, against as many
+River Inserts), work (4 workers each side; CPU ms per job) and latency
+(--latency-jobs one at a time; median ms from the enqueue to the
+handler). The cases' order is reversed every other round (--rounds,
+default 3); each ratio is printed per round with its median and min–max,
+next to the load average as each round started, and judged against the
+project's goals (enqueue ≥ 0.95, CPU ≤ 1.3, p50 ≤ 1.2 × River). --database
+is connected to first: nothing is measured when it cannot be.`
+	j.Flags().BoolVar(&o.compare, "compare", false, "compare with plain River (payload in its args) in this run; --jobs defaults to 10000")
+	j.Flags().IntVar(&o.rounds, "rounds", 3, "with --compare, rounds per database, the order of the cases reversed every other round")
+	j.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "with --compare, write CPU profiles (go tool pprof) of the first round of claimcheck's enqueue and work cases into this directory: sqlite-enqueue.pprof, sqlite-work.pprof, postgres-…")
+	j.Flags().BoolVar(&o.noLite, "no-sqlite", false, "with --compare and --database, measure PostgreSQL only")
+	own := j.RunE
+	compare := l.RunE(o, func(cmd *cobra.Command, _ []string) {
+		f := cmd.Flags()
+		o.jobs, _ = f.GetInt("jobs")
+		o.jobsSet = f.Changed("jobs")
+		o.latency, _ = f.GetInt("latency-jobs")
+		o.size, _ = f.GetString("size")
+	})
+	j.RunE = func(cmd *cobra.Command, args []string) error {
+		f := cmd.Flags()
+		if !o.compare && !f.Changed("rounds") && o.profile == "" && !o.noLite {
+			return own(cmd, args)
+		}
+		return compare(cmd, args)
 	}
-	c.Flags().BoolVar(&o.compare, "compare", false, "compare with plain River in this run (required)")
-	c.Flags().IntVar(&o.jobs, "jobs", benchlab.DefaultCompareJobs, "jobs per enqueue and work case and round")
-	c.Flags().IntVar(&o.latency, "latency-jobs", benchlab.DefaultCompareLatencyJobs, "jobs per latency case and round")
-	c.Flags().StringVar(&o.size, "size", "4KiB", "each job's payload, at most the 64 KiB inline threshold")
-	c.Flags().IntVar(&o.rounds, "rounds", 3, "rounds per database, the order of the cases reversed every other round")
-	c.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "write CPU profiles (go tool pprof) of the first round of claimcheck's enqueue and work cases into this directory: sqlite-enqueue.pprof, sqlite-work.pprof, postgres-…")
-	c.Flags().BoolVar(&o.noLite, "no-sqlite", false, "with --database, measure PostgreSQL only")
-	return c
 }
 
 // Run is bench jobs --compare: claimcheck's job pipeline against plain
@@ -140,7 +150,7 @@ func checkDatabase(ctx context.Context, database string) error {
 	}
 	db, err := dbopen.Open(ctx, t, &dbopen.Options{MaxConns: 1})
 	if err != nil {
-		return fmt.Errorf("bench jobs: --database: %w (nothing was measured; the database must exist: CREATE DATABASE)", err)
+		return fmt.Errorf("bench: --database: %w (nothing was measured; the database must exist: CREATE DATABASE)", err)
 	}
 	return db.Close()
 }

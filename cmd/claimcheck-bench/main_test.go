@@ -61,6 +61,14 @@ func TestBenchCompareUsage(t *testing.T) {
 		{"bench", "--cpuprofile-dir", t.TempDir()},  // without --compare
 		{"bench", "--rounds", "21"},                 // claimcheck's own bench
 		{"bench", "relay", "measure", "--", "true"}, // no --usage
+		{"bench", "jobs", "--compare", "--rounds", "21"},
+		{"bench", "jobs", "--no-sqlite"}, // without --compare
+		{"bench", "jobs", "--compare", "--size", "65KiB"},
+		{"bench", "workload", "--rounds", "3"}, // without --compare
+		{"bench", "workload", "--compare", "--rounds", "0"},
+		{"bench", "workload", "--compare", "--mix", "50%:1KiB"},
+		{"bench", "workload", "--compare", "--jobs", "0"},
+		{"bench", "workload", "--compare", "--workers", "0"},
 	} {
 		if r := b.run("", args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2\nstderr: %s", args, r.code, r.stderr)

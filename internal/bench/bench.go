@@ -20,6 +20,13 @@
 // LimitPeakRSS plus the configured part buffers (s3store.PartSize ×
 // s3store.UploadConcurrency).
 //
+// Beside the store, it measures jobs through a deployment's job database
+// and store: small jobs (Jobs, on a JobRig: enqueue, work, latency), and
+// a workload of a size mix (Workload: Mix, RunWorkload, PipelineTarget),
+// behind `claimcheck bench jobs` and `bench workload`; the team's lab
+// (internal/benchlab) runs the same measurements beside plain River and
+// the store's plain SDK.
+//
 // Measurements are process-wide (RSS, heap, GC), so Run calls are
 // serialized and the process should do nothing else meanwhile.
 package bench

@@ -1,21 +1,15 @@
 package benchlab
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/claimcheck/claimcheck/internal/bench"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +20,7 @@ import (
 	"gocloud.dev/secrets"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/pipeline"
 )
 
@@ -52,7 +47,7 @@ const (
 	DefaultCompareLatencyJobs = 200
 	// DefaultCompareJobSize is each job's payload: 4 KiB, inline in its
 	// ticket under the default inline threshold.
-	DefaultCompareJobSize = 4 * bench.KiB
+	DefaultCompareJobSize = bench.DefaultJobSize
 	// compareJobWorkers is each side's workers (River's MaxWorkers, the
 	// pipeline's Concurrency).
 	compareJobWorkers = 4
@@ -60,18 +55,15 @@ const (
 
 // Case names of the small-job comparison.
 const (
-	CaseJobsEnqueue      = "claimcheck enqueue"
-	CaseRiverInsert      = "river insert, payload in args"
-	CaseJobsWork         = "claimcheck work"
-	CaseRiverWork        = "river work"
-	CaseJobsLatency      = "claimcheck enqueue→handler"
-	CaseRiverLatency     = "river insert→handler"
-	latencyP50           = "p50 ms"
-	jobsKind             = "bench-jobs"
-	jobsTenant           = "bench"
-	riverQueue           = "bench_plain_river"
-	riverKindPlain       = "bench_plain_river"
-	latencyWarmupTimeout = 30 * time.Second
+	CaseJobsEnqueue  = "claimcheck enqueue"
+	CaseRiverInsert  = "river insert, payload in args"
+	CaseJobsWork     = "claimcheck work"
+	CaseRiverWork    = "river work"
+	CaseJobsLatency  = "claimcheck enqueue→handler"
+	CaseRiverLatency = "river insert→handler"
+	latencyP50       = "p50 ms"
+	riverQueue       = "bench_plain_river"
+	riverKindPlain   = "bench_plain_river"
 )
 
 // JobsCompareConfig configures CompareJobs.
@@ -185,15 +177,12 @@ type jobsCompare struct {
 
 	store *claimcheck.Store
 	p     *pipeline.Pipeline
+	// rig is claimcheck's side (bench.JobRig); its Probe counts plain
+	// River's handlers too.
+	rig   *bench.JobRig
 	pool  *pgxpool.Pool // PostgreSQL: plain River's
 	river *river.Client[*sql.Tx]
 	rpgx  *river.Client[pgx.Tx]
-	base  []byte
-	seq   atomic.Uint64
-	// handled receives the time each handler began (latency cases) or
-	// counts handled jobs (work cases).
-	handled chan time.Time
-	count   atomic.Int64
 	// profiled: the cases whose profile is taken.
 	profiled map[string]bool
 }
@@ -216,29 +205,16 @@ func (j *jobsCompare) databaseOrDefault() string {
 	return j.database
 }
 
-// payload is a fresh payload of cfg.Size bytes: the run's random bytes
-// with a counter in front, so that no two jobs carry the same bytes.
-func (j *jobsCompare) payload() []byte {
-	b := bytes.Clone(j.base)
-	binary.LittleEndian.PutUint64(b, j.seq.Add(1))
-	return b
-}
-
 func (j *jobsCompare) group() Group {
 	g := Group{Name: fmt.Sprintf("jobs, %s, %s", j.kind(), bench.FormatSize(j.cfg.Size))}
 	g.Setup = j.setup
 	g.Teardown = j.teardown
 	n := int64(j.cfg.Jobs)
-	cleanup := func(ctx context.Context) error { return j.deleteJobs(ctx) }
+	cleanup := func(ctx context.Context) error { j.rig.Forget(); return j.deleteJobs(ctx) }
 	g.Cases = []Case{
 		{Name: CaseJobsEnqueue, Run: func(ctx context.Context) (Sample, error) {
 			defer j.profile("enqueue")()
-			for range n {
-				if _, err := j.p.Enqueue(ctx, jobsKind, jobsTenant, bytes.NewReader(j.payload()), nil); err != nil {
-					return Sample{}, err
-				}
-			}
-			return Sample{Ops: n}, nil
+			return Sample{Ops: n}, j.rig.Enqueue(ctx, n)
 		}, Cleanup: cleanup},
 		{Name: CaseRiverInsert, Run: func(ctx context.Context) (Sample, error) {
 			for range n {
@@ -248,28 +224,22 @@ func (j *jobsCompare) group() Group {
 			}
 			return Sample{Ops: n}, nil
 		}, Cleanup: cleanup},
-		{Name: CaseJobsWork, Prepare: func(ctx context.Context) error {
-			for range n {
-				if _, err := j.p.Enqueue(ctx, jobsKind, jobsTenant, bytes.NewReader(j.payload()), nil); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, Run: func(ctx context.Context) (Sample, error) {
-			return Sample{Ops: n}, j.workClaimcheck(ctx, n)
-		}, Cleanup: cleanup},
+		{Name: CaseJobsWork, Prepare: func(ctx context.Context) error { return j.rig.Enqueue(ctx, n) },
+			Run: func(ctx context.Context) (Sample, error) {
+				defer j.profile("work")()
+				return Sample{Ops: n}, j.rig.Work(ctx, n)
+			}, Cleanup: cleanup},
 		{Name: CaseRiverWork, Prepare: func(ctx context.Context) error { return j.riverInsertMany(ctx, n) },
 			Run: func(ctx context.Context) (Sample, error) {
 				return Sample{Ops: n}, j.workRiver(ctx, n)
 			}, Cleanup: cleanup},
 		{Name: CaseJobsLatency, Run: func(ctx context.Context) (Sample, error) {
-			return j.latency(ctx, j.startClaimcheck, func(ctx context.Context) error {
-				_, err := j.p.Enqueue(ctx, jobsKind, jobsTenant, bytes.NewReader(j.payload()), nil)
-				return err
-			})
+			lat, _, err := j.rig.Latency(ctx, j.cfg.LatencyJobs)
+			return latencySample(lat), err
 		}, Cleanup: cleanup},
 		{Name: CaseRiverLatency, Run: func(ctx context.Context) (Sample, error) {
-			return j.latency(ctx, j.startRiver, j.riverInsert)
+			lat, err := bench.LatencyRun(ctx, j.rig.Probe(), j.cfg.LatencyJobs, j.startRiver, j.riverInsert)
+			return latencySample(lat), err
 		}, Cleanup: cleanup},
 	}
 	lat := MetricValue(latencyP50, true)
@@ -285,9 +255,6 @@ func (j *jobsCompare) setup(ctx context.Context) error {
 	if err := os.MkdirAll(j.dir, 0o700); err != nil {
 		return err
 	}
-	j.base = make([]byte, j.cfg.Size)
-	r := rand.NewChaCha8([32]byte{'c', 'c'})
-	_, _ = r.Read(j.base)
 	var err error
 	j.store, err = claimcheck.OpenStore(ctx, "file://"+filepath.ToSlash(filepath.Join(j.dir, "store")),
 		&claimcheck.Options{SpoolDir: j.dir, Keeper: j.keeper})
@@ -297,6 +264,7 @@ func (j *jobsCompare) setup(ctx context.Context) error {
 	if j.p, err = pipeline.Open(ctx, pipeline.Config{Database: j.databaseOrDefault(), Store: j.store}); err != nil {
 		return err
 	}
+	j.rig = bench.NewJobRig(j.p, j.cfg.Size, compareJobWorkers)
 	if err := j.deleteJobs(ctx); err != nil { // a killed run's
 		return err
 	}
@@ -339,10 +307,10 @@ func (j *jobsCompare) riverConfig(workers *river.Workers) *river.Config {
 // rows.
 func (j *jobsCompare) deleteJobs(ctx context.Context) error {
 	db := j.p.DB()
-	if _, err := db.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id IN (SELECT id FROM river_job WHERE queue = $1)`, jobsKind); err != nil {
+	if _, err := db.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id IN (SELECT id FROM river_job WHERE queue = $1)`, bench.JobsKind); err != nil {
 		return fmt.Errorf("bench: delete the bench's jobs: %w", err)
 	}
-	if _, err := db.ExecContext(ctx, `DELETE FROM river_job WHERE queue IN ($1, $2)`, jobsKind, riverQueue); err != nil {
+	if _, err := db.ExecContext(ctx, `DELETE FROM river_job WHERE queue IN ($1, $2)`, bench.JobsKind, riverQueue); err != nil {
 		return fmt.Errorf("bench: delete the bench's jobs: %w", err)
 	}
 	return nil
@@ -354,9 +322,9 @@ func (j *jobsCompare) insertOpts() *river.InsertOpts { return &river.InsertOpts{
 func (j *jobsCompare) riverInsert(ctx context.Context) error {
 	var err error
 	if j.rpgx != nil {
-		_, err = j.rpgx.Insert(ctx, plainArgs{Payload: j.payload()}, j.insertOpts())
+		_, err = j.rpgx.Insert(ctx, plainArgs{Payload: j.rig.Payload()}, j.insertOpts())
 	} else {
-		_, err = j.river.Insert(ctx, plainArgs{Payload: j.payload()}, j.insertOpts())
+		_, err = j.river.Insert(ctx, plainArgs{Payload: j.rig.Payload()}, j.insertOpts())
 	}
 	return err
 }
@@ -366,7 +334,7 @@ func (j *jobsCompare) riverInsertMany(ctx context.Context, n int64) error {
 	for n > 0 {
 		batch := make([]river.InsertManyParams, min(n, 500))
 		for i := range batch {
-			batch[i] = river.InsertManyParams{Args: plainArgs{Payload: j.payload()}, InsertOpts: j.insertOpts()}
+			batch[i] = river.InsertManyParams{Args: plainArgs{Payload: j.rig.Payload()}, InsertOpts: j.insertOpts()}
 		}
 		var err error
 		if j.rpgx != nil {
@@ -382,84 +350,37 @@ func (j *jobsCompare) riverInsertMany(ctx context.Context, n int64) error {
 	return nil
 }
 
-// handler is claimcheck's: the payload, verified before it runs, read to
-// the end.
-func (j *jobsCompare) handler() claimcheck.Handler {
-	return claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
-		j.began()
-		r, err := job.Payload.Open(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Close()
-		if _, err := io.Copy(io.Discard, r); err != nil {
-			return nil, err
-		}
-		return nil, nil
-	})
-}
-
-func (j *jobsCompare) began() {
-	j.count.Add(1)
-	select {
-	case j.handled <- time.Now():
-	default:
-	}
-}
-
-// worker is a started set of workers; stop stops it and waits.
-type worker struct{ stop func() error }
-
-// startClaimcheck starts pipeline.Work on the bench's kind.
-func (j *jobsCompare) startClaimcheck(ctx context.Context) (worker, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- j.p.Work(wctx, pipeline.WorkOptions{Handlers: map[string]claimcheck.Handler{jobsKind: j.handler()}, Concurrency: compareJobWorkers})
-	}()
-	return worker{stop: func() error { cancel(); return <-done }}, nil
-}
-
 // startRiver starts plain River's workers on its queue.
-func (j *jobsCompare) startRiver(ctx context.Context) (worker, error) {
+func (j *jobsCompare) startRiver(ctx context.Context) (func() error, error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[plainArgs]) error {
-		j.began()
+		j.rig.Probe().Began()
 		if len(job.Args.Payload) != int(j.cfg.Size) {
 			return errors.New("bench: plain River job of the wrong size")
 		}
 		return nil
 	})); err != nil {
-		return worker{}, err
+		return nil, err
 	}
 	var start func(context.Context) error
 	var stop func(context.Context) error
 	if j.rpgx != nil {
 		c, err := river.NewClient(riverpgxv5.New(j.pool), j.riverConfig(workers))
 		if err != nil {
-			return worker{}, err
+			return nil, err
 		}
 		start, stop = c.Start, c.Stop
 	} else {
 		c, err := river.NewClient(riversqlite.New(j.p.DB()), j.riverConfig(workers))
 		if err != nil {
-			return worker{}, err
+			return nil, err
 		}
 		start, stop = c.Start, c.Stop
 	}
 	if err := start(context.WithoutCancel(ctx)); err != nil {
-		return worker{}, err
+		return nil, err
 	}
-	return worker{stop: func() error {
-		return stop(context.WithoutCancel(ctx))
-	}}, nil
-}
-
-// workClaimcheck works n waiting jobs, from the workers' start to their
-// stop.
-func (j *jobsCompare) workClaimcheck(ctx context.Context, n int64) error {
-	defer j.profile("work")()
-	return j.work(ctx, n, j.startClaimcheck)
+	return func() error { return stop(context.WithoutCancel(ctx)) }, nil
 }
 
 // profile starts the CPU profile of a case's first round, if asked for,
@@ -473,68 +394,13 @@ func (j *jobsCompare) profile(what string) func() {
 }
 
 func (j *jobsCompare) workRiver(ctx context.Context, n int64) error {
-	return j.work(ctx, n, j.startRiver)
+	return bench.WorkN(ctx, j.rig.Probe(), n, j.startRiver)
 }
 
-func (j *jobsCompare) work(ctx context.Context, n int64, start func(context.Context) (worker, error)) error {
-	j.count.Store(0)
-	j.handled = nil
-	w, err := start(ctx)
-	if err != nil {
-		return err
+// latencySample is a latency case's sample: the p50 of sorted lat (ms).
+func latencySample(lat []float64) Sample {
+	if len(lat) == 0 {
+		return Sample{}
 	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for j.count.Load() < n {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			_ = w.stop()
-			return fmt.Errorf("bench: %d of %d jobs worked before the deadline", j.count.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return w.stop()
-}
-
-// latency starts the workers, enqueues a warm-up job and waits for it,
-// then enqueues cfg.LatencyJobs jobs one at a time, each once the
-// previous one reached its handler, and reports the median time from the
-// start of an enqueue to its handler's start.
-func (j *jobsCompare) latency(ctx context.Context, start func(context.Context) (worker, error), enqueue func(context.Context) error) (s Sample, err error) {
-	j.handled = make(chan time.Time, 1)
-	defer func() { j.handled = nil }()
-	w, err := start(ctx)
-	if err != nil {
-		return s, err
-	}
-	defer func() {
-		if serr := w.stop(); err == nil {
-			err = serr
-		}
-	}()
-	one := func() (time.Duration, error) {
-		t0 := time.Now()
-		if err := enqueue(ctx); err != nil {
-			return 0, err
-		}
-		select {
-		case t1 := <-j.handled:
-			return t1.Sub(t0), nil
-		case <-time.After(latencyWarmupTimeout):
-			return 0, fmt.Errorf("bench: no handler ran within %s of an enqueue", latencyWarmupTimeout)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	if _, err := one(); err != nil { // warm-up: workers started and fetching
-		return s, err
-	}
-	lat := make([]float64, 0, j.cfg.LatencyJobs)
-	for range j.cfg.LatencyJobs {
-		d, err := one()
-		if err != nil {
-			return s, err
-		}
-		lat = append(lat, float64(d)/float64(time.Millisecond))
-	}
-	slices.Sort(lat)
-	return Sample{Ops: int64(len(lat)), Values: map[string]float64{latencyP50: lat[len(lat)/2]}}, nil
+	return Sample{Ops: int64(len(lat)), Values: map[string]float64{latencyP50: bench.Percentile(lat, 50)}}
 }

@@ -58,12 +58,16 @@ size × parts in flight).
 Sizes the data directory's disk cannot hold are refused before anything is
 written: the largest once.
 
+bench jobs and bench workload measure jobs through the job database and
+the store (see their help).
+
 The comparisons with plain references (bench --compare, bench jobs
---compare, bench relay) are the team's instrument, in the claimcheck-bench
+--compare, bench workload --compare, bench relay) are the team's instrument, in the claimcheck-bench
 command built from this repository (docs/development.md).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: runE(o, nil),
 	}
+	c.AddCommand(newBenchJobs(g), newBenchWorkload(g))
 	c.Flags().StringArrayVar(&o.sizes, "size", nil, "payload size, e.g. 4MiB, 1GiB, 123456 (repeatable; default 4MiB and 1GiB)")
 	c.Flags().IntVar(&o.rounds, "rounds", 1, "rounds per size: bench reports each variant's fastest round (steadier on a busy machine)")
 	return c

@@ -44,14 +44,16 @@ func TestBenchRefusesSizeAboveFreeSpace(t *testing.T) {
 }
 
 // TestBenchIsTheProducts: the shipped bench has no comparison: no
-// --compare, --cpuprofile-dir or --no-sdk-baseline flag and no jobs or
-// relay subcommands (claimcheck-bench's).
+// --compare, --cpuprofile-dir or --no-sdk-baseline flag, on bench, bench
+// jobs or bench workload, and no relay subcommand (claimcheck-bench's).
 func TestBenchIsTheProducts(t *testing.T) {
 	b := setup(t)
 	for _, args := range [][]string{
 		{"bench", "--compare"},
 		{"bench", "--cpuprofile-dir", t.TempDir()},
 		{"bench", "jobs", "--compare"},
+		{"bench", "jobs", "--rounds", "2"},
+		{"bench", "workload", "--compare"},
 		{"bench", "relay"},
 		{"bench", "--no-sdk-baseline"},
 	} {

@@ -149,3 +149,30 @@ func RootWith(ext Extension) *cobra.Command {
 	ext(root, &Lab{g: g})
 	return root
 }
+
+// BenchDeployment is the deployment bench jobs and bench workload
+// measure (openBenchEnv), for a lab command measuring it beside a
+// reference.
+type BenchDeployment struct {
+	b *benchEnv
+	// Pipeline is its job pipeline; Store and Database the URLs of its
+	// store (with the bench's namespace) and job database.
+	Pipeline        *pipeline.Pipeline
+	Store, Database string
+}
+
+// OpenBench opens the deployment of the global flags as bench workload
+// does, under the data directory data (BenchData): a scratch SQLite file
+// and file store there unless --database and --store name others, the
+// store under a namespace of the bench's own. Close it.
+func (l *Lab) OpenBench(ctx context.Context, data string) (*BenchDeployment, error) {
+	b, err := openBenchEnv(ctx, l.g, data)
+	if err != nil {
+		return nil, err
+	}
+	return &BenchDeployment{b: b, Pipeline: b.pipe, Store: b.store, Database: b.database}, nil
+}
+
+// Close deletes the bench's objects, closes the deployment and removes
+// its scratch directory.
+func (d *BenchDeployment) Close(ctx context.Context) error { return d.b.close(ctx) }

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/claimcheck/claimcheck/internal/bench"
+)
+
+// benchWorkloadOptions are the options of bench workload.
+type benchWorkloadOptions struct {
+	g                  *globals
+	jobs               int
+	mix                string
+	seed               uint64
+	producers, workers int
+	parsed             bench.Mix // --mix parsed by Validate
+}
+
+// Validate checks --jobs (1 to 1,000,000), --mix (bench.ParseMix),
+// --producers and --workers (1 to 256 each).
+func (o *benchWorkloadOptions) Validate() error {
+	if o.jobs < 1 || o.jobs > 1_000_000 {
+		return usagef("--jobs %d: use 1 to 1000000", o.jobs)
+	}
+	m, err := bench.ParseMix(o.mix)
+	if err != nil {
+		return usagef("--mix: %v", err)
+	}
+	o.parsed = m
+	if o.producers < 1 || o.producers > 256 {
+		return usagef("--producers %d: use 1 to 256", o.producers)
+	}
+	if o.workers < 1 || o.workers > 256 {
+		return usagef("--workers %d: use 1 to 256", o.workers)
+	}
+	return nil
+}
+
+func newBenchWorkload(g *globals) *cobra.Command {
+	o := &benchWorkloadOptions{g: g}
+	c := &cobra.Command{
+		Use:   "workload [--jobs 2000] [--mix 90%:1B-64KiB,…] [--producers 2] [--workers 2]",
+		Short: "Run a fixed number of jobs of a size mix through --database and --store; print jobs/s, MiB/s, latency, table bytes, memory",
+		Long: `Run --jobs jobs whose payload sizes are drawn from --mix (seeded by --seed:
+the same seed, the same sizes) through this deployment's job database
+(--database; default a scratch SQLite file in the data directory) and
+store (--store; default a scratch file store there), with the global
+flags' store settings: --producers goroutines enqueue (check-in, then the
+job) while --workers jobs are worked at once, each handler reading its
+verified payload to the end and discarding it. The payloads are
+generated as they are read (a seeded pseudo-random stream each), so even
+40 MiB ones are neither held in memory nor written to disk first.
+
+--mix is a list of buckets PERCENT%:MIN-MAX (sizes uniform from MIN to
+MAX bytes) or PERCENT%:SIZE, adding up to 100%; the default is the
+articles' document jobs, mostly small with a slow tail to 40 MiB.
+
+It prints jobs/s and payload MiB/s from the first enqueue to the last
+handler, p50/p95/p99 enqueue → handler latency, the job table's bytes per
+job (PostgreSQL: pg_column_size of the jobs' rows and their registry rows;
+SQLite: the tables' pages, after minus before), CPU per job and this
+process's peak RssAnon and resident set, beside the load average. Payloads
+at most the inline threshold travel in their tickets (--inline-threshold,
+--always-offload). On --store the bench works under a namespace of its own
+(prefix=…/claimcheck-bench-…/), deleted afterwards; on --database under a
+kind of its own, whose jobs are deleted afterwards.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: runE(o, nil),
+	}
+	c.Flags().IntVar(&o.jobs, "jobs", bench.DefaultWorkloadJobs, "jobs to enqueue and work")
+	c.Flags().StringVar(&o.mix, "mix", bench.DefaultMix, "payload size distribution: PERCENT%:MIN-MAX or PERCENT%:SIZE buckets, comma-separated, adding up to 100%")
+	c.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the sizes drawn from --mix")
+	c.Flags().IntVar(&o.producers, "producers", bench.DefaultWorkloadProducers, "goroutines enqueueing at once")
+	c.Flags().IntVar(&o.workers, "workers", bench.DefaultWorkloadWorkers, "jobs worked at once")
+	return c
+}
+
+// diskNeed is about the most bench workload writes under --data, in
+// bytes: every payload once on the scratch file store (its objects stay
+// until the end), plus a verified claim's spool per worker, each up to
+// the largest size.
+func (o *benchWorkloadOptions) diskNeed() uint64 {
+	sizes := o.parsed.Sizes(o.seed, o.jobs)
+	need := uint64(o.workers) * uint64(slices.Max(sizes))
+	if o.g.store == "" {
+		for _, n := range sizes {
+			need += uint64(n)
+		}
+	}
+	return need
+}
+
+func (o *benchWorkloadOptions) run(ctx context.Context, s streams) (err error) {
+	data, err := benchData(o.g, o.diskNeed(), "--jobs")
+	if err != nil {
+		return err
+	}
+	b, err := openBenchEnv(ctx, o.g, data)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := b.close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	rep, err := bench.Workload(ctx, bench.WorkloadConfig{Pipeline: b.pipe, Database: b.database, Store: b.store,
+		Jobs: o.jobs, Mix: o.parsed, Seed: o.seed, Producers: o.producers, Workers: o.workers, Log: s.err})
+	if err != nil {
+		return err
+	}
+	return printReport(s.out, o.g.json, rep)
+}
