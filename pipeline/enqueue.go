@@ -19,35 +19,24 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 )
 
-// Registry roles.
+// Registry roles and rows: pipeline/internal/jobdb's.
 const (
-	rolePayload = "payload"
-	roleResult  = "result"
-	// roleAttachment: a document a job's manifest lists (its main payload
-	// or an attachment); the manifest itself is the job's rolePayload.
-	roleAttachment = "attachment"
+	rolePayload    = jobdb.RolePayload
+	roleResult     = jobdb.RoleResult
+	roleAttachment = jobdb.RoleAttachment
 )
+
+func register(ctx context.Context, db execer, jobID int64, role string, t *claimcheck.Ticket) error {
+	return jobdb.Register(ctx, db, jobID, role, t)
+}
 
 // execer is satisfied by *sql.DB and *sql.Tx.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// register records that job refers to the object behind t. Inline tickets
-// refer to no object and record nothing.
-func register(ctx context.Context, db execer, jobID int64, role string, t *claimcheck.Ticket) error {
-	if t.IsInline() {
-		return nil
-	}
-	_, err := db.ExecContext(ctx, `INSERT INTO claimcheck_claim (job_id, role, object_key, sha256, size, tenant, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-		jobID, role, t.Key, t.SHA256, t.Size, t.Tenant, t.Created.UTC())
-	if err != nil {
-		return fmt.Errorf("pipeline: write claims registry row for %s: %w", t, err)
-	}
-	return nil
 }
 
 // ErrIdempotencyConflict is returned (wrapped) by Enqueue and EnqueueTx
@@ -605,19 +594,8 @@ func (p *Pipeline) sameDocuments(ctx context.Context, first, t *claimcheck.Ticke
 	return true, nil
 }
 
-// entryMetadata is what an outbox entry records in its River metadata:
-// the broker it is bound to (EnqueueOptions.Broker), "" for none.
-type entryMetadata struct {
-	Broker string `json:"broker,omitempty"`
-}
-
-// entryBroker is the broker an outbox entry is bound to, from its River
-// metadata; "" when unbound.
-func entryBroker(metadata []byte) string {
-	var m entryMetadata
-	_ = json.Unmarshal(metadata, &m)
-	return m.Broker
-}
+// entryMetadata is an outbox entry's River metadata (jobs.EntryMetadata).
+type entryMetadata = jobs.EntryMetadata
 
 // queryer is a *sql.DB or *sql.Tx.
 type queryer interface {
@@ -696,11 +674,11 @@ func validateEnqueue(kind string, opts *EnqueueOptions) error {
 
 // Job priorities, River's: 1 is worked first, 4 last.
 const (
-	HighestPriority = 1
-	LowestPriority  = 4
+	HighestPriority = jobs.HighestPriority
+	LowestPriority  = jobs.LowestPriority
 	// DefaultPriority is a job's priority when EnqueueOptions.Priority is
 	// 0: River's default, the highest.
-	DefaultPriority = HighestPriority
+	DefaultPriority = jobs.DefaultPriority
 )
 
 // ValidatePriority checks a job priority: 0 (the default) or

@@ -41,7 +41,8 @@ func queueStore(q string) string          { return jobs.QueueStore(q) }
 func queueKind(q string) string           { return jobs.QueueKind(q) }
 func (p *Pipeline) dbNow() string         { return jobs.DBNow(p.dialect) }
 
-// From model.go.
+// pipeline/internal/jobs/model.go:
+
 // ValidateKind checks a job kind: 2 to 64 lowercase letters and digits,
 // single '-' or '_' between them (River's queue-name rule, plus its 2-byte
 // minimum for kinds), not starting with "claimcheck-outbox-" (the outbox's
@@ -51,7 +52,8 @@ func ValidateKind(kind string) error { return jobs.ValidateKind(kind) }
 // ErrJobNotFound is returned (wrapped) for a job id that does not exist.
 var ErrJobNotFound = jobs.ErrJobNotFound
 
-// From jobs.go.
+// pipeline/internal/jobs/jobs.go:
+
 // StateDead selects dead letters in ListOptions: River's cancelled
 // (permanent failure) and discarded (attempts exhausted) jobs.
 const StateDead = jobs.StateDead
@@ -185,7 +187,8 @@ func (p *Pipeline) Delete(ctx context.Context, ids ...int64) (int, error) {
 // that is not a positive integer.
 func ParseJobID(s string) (int64, error) { return jobs.ParseJobID(s) }
 
-// From jobcount.go.
+// pipeline/internal/jobs/jobcount.go:
+
 // Count returns how many jobs List would list for opts (PageSize, Limit,
 // AfterID and Newest are ignored): one COUNT statement over the job
 // table, by state, kind and tenant (read from the job's arguments) and
@@ -217,7 +220,8 @@ func (p *Pipeline) Activity(ctx context.Context, since, now time.Time, step time
 	return p.jobs.Activity(ctx, since, now, step)
 }
 
-// From queue.go.
+// pipeline/internal/jobs/queue.go:
+
 const QueueStatsCachePeriod = jobs.QueueStatsCachePeriod
 
 const StorageCachePeriod = jobs.StorageCachePeriod
@@ -244,7 +248,8 @@ func (p *Pipeline) QueueStats(ctx context.Context) ([]KindQueue, error) {
 	return p.jobs.QueueStats(ctx)
 }
 
-// From overview.go.
+// pipeline/internal/jobs/overview.go:
+
 // RiverClient is the pipeline's River client, insert-only (it works no
 // job), for River's own tools such as River UI (riverui.NewEndpoints).
 // The transactions it begins are database/sql's (*sql.Tx), on PostgreSQL
@@ -319,7 +324,8 @@ func RedactArgs(encoded []byte) json.RawMessage { return jobs.RedactArgs(encoded
 // replaced whole.
 func RedactMetadata(metadata []byte) json.RawMessage { return jobs.RedactMetadata(metadata) }
 
-// From history.go.
+// pipeline/internal/jobs/history.go:
+
 // Attempt is one failed attempt of a job as River recorded it.
 type Attempt = jobs.Attempt
 

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
@@ -291,10 +292,7 @@ func (p *Pipeline) runClient(ctx context.Context, workers *river.Workers, queues
 }
 
 // pendingStates are the states in which a job still has work ahead of it.
-var pendingStates = []rivertype.JobState{
-	rivertype.JobStateAvailable, rivertype.JobStateRunning,
-	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-}
+var pendingStates = jobs.PendingStates
 
 // waitNotice is how often waitEmpty says what it waits for, when that is
 // a job running elsewhere.

@@ -1,7 +1,8 @@
 // Package apiauth holds the API tokens of `claimcheck serve`: per-tenant
 // bearer tokens, stored hashed in the job database's claimcheck_token
-// table (a claims-registry migration step, pipeline/migrate.go), each
-// allowed only the tenants it was created for.
+// table (a claims-registry migration step,
+// pipeline/internal/jobdb/migrate.go), each allowed only the tenants it was
+// created for.
 //
 // A token is "cct_" followed by 32 random bytes in unpadded base64url (47
 // characters). Only its SHA-256 is stored: a copy of the database gives no

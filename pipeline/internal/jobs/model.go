@@ -170,3 +170,32 @@ func Unmarshal(b []byte, v any) error {
 	}
 	return nil
 }
+
+// EntryMetadata is what an outbox entry records in its River metadata:
+// the broker it is bound to (EnqueueOptions.Broker), "" for none.
+type EntryMetadata struct {
+	Broker string `json:"broker,omitempty"`
+}
+
+// EntryBroker is the broker an outbox entry is bound to, from its River
+// metadata; "" when unbound.
+func EntryBroker(metadata []byte) string {
+	var m EntryMetadata
+	_ = json.Unmarshal(metadata, &m)
+	return m.Broker
+}
+
+// Job priorities, River's: 1 is worked first, 4 last.
+const (
+	HighestPriority = 1
+	LowestPriority  = 4
+	// DefaultPriority is a job's priority when EnqueueOptions.Priority is
+	// 0: River's default, the highest.
+	DefaultPriority = HighestPriority
+)
+
+// PendingStates are the states in which a job still has work ahead of it.
+var PendingStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}

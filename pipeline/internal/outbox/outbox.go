@@ -1,4 +1,11 @@
-package pipeline
+// Package outbox is package pipeline's relay: it publishes the tickets of
+// a destination's outbox entries (River jobs in the queue
+// claimcheck-outbox-DESTINATION) to a broker, in batches, registering the
+// payload per fan-out queue, and retries them through any outage. Package
+// pipeline runs it (Pipeline.Relay) on its River client and forwards its
+// public names; the inbox and deletion on acknowledgement stay in package
+// pipeline (inbox.go).
+package outbox
 
 import (
 	"context"
@@ -7,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,12 +29,14 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/pipeline/internal/batch"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
 
 // The transactional outbox. A job enqueued with EnqueueOptions.Destinations
 // is not worked by this pipeline's workers: it waits in the River queue
-// outboxQueuePrefix+destination until a relay (Relay) publishes its ticket
+// OutboxQueuePrefix+destination until a relay (Relay) publishes its ticket
 // to that destination's broker and the broker confirms it. The entry, its
 // claims-registry row and the caller's own rows commit in one transaction
 // (EnqueueTx), after the payload's check-in has returned, so a ticket is
@@ -37,15 +45,15 @@ import (
 
 // MaxDestinationLen is the longest destination name, in bytes: River's
 // longest queue name (64 characters, river.Client's queue validation)
-// less the 18 bytes of outboxQueuePrefix.
+// less the 18 bytes of OutboxQueuePrefix.
 const MaxDestinationLen = 46
 
 // ValidateDestination checks an outbox destination name: 2 to
 // MaxDestinationLen characters a-z, 0-9, single '-' or '_' between them
 // (the rule of kinds).
 func ValidateDestination(dest string) error {
-	if len(dest) > MaxDestinationLen || ValidateKind(dest) != nil {
-		return fmt.Errorf("destination %q is invalid: use 2 to %d characters a-z, 0-9, single '-' or '_' between them", truncateName(dest), MaxDestinationLen)
+	if len(dest) > MaxDestinationLen || jobs.ValidateKind(dest) != nil {
+		return fmt.Errorf("destination %q is invalid: use 2 to %d characters a-z, 0-9, single '-' or '_' between them", jobs.TruncateName(dest), MaxDestinationLen)
 	}
 	return nil
 }
@@ -95,44 +103,12 @@ type RelayOptions struct {
 	OnSent func(jobID int64, err error)
 }
 
-// Relay publishes the tickets of one destination's outbox entries to a
-// broker, oldest first, until ctx is done (or, with UntilEmpty, until the
-// outbox is empty). Entries in flight are published in batches of up to ten
-// per Publish call (one SQS SendMessageBatch, ten pipelined confirms),
-// each entry still confirmed, retried or dead-lettered on its own. It reads tickets only, never payloads, and holds at
-// most Batch entries at once, so its memory does not depend on the
-// backlog's length or on the payloads' sizes.
-//
-// An entry counts as sent, and its job completes, only once the broker has
-// confirmed it (broker.Transport.Publish). A failed publish leaves the
-// entry in the outbox, retried after a pause (see MaxRetryDelay) as long as
-// it takes: an outage delays entries and loses none. A publish whose
-// confirmation was lost may reach the broker twice; every publish of an
-// entry carries the same broker.AttrIdempotencyKey (MessageID), which a
-// consumer's broker.Inbox uses to process it once per queue, and every
-// publish of one attempt the same broker.AttrID (PublishID), which
-// JetStream's duplicate window uses to store it once; a replay has an
-// AttrID of its own, so that window never drops it. A message the
-// transport refuses for good (claimcheck.Refused: too large for it,
-// broker.ErrMessageTooLarge, or ErrConfig) dead-letters its entry with the
-// reason ReasonNotRelayable.
-//
-// Each message carries the ticket as its body and the attributes
-// broker.AttrKind, AttrTenant, AttrID, AttrIdempotencyKey, AttrJob (the
-// entry's job id) and
-// AttrMaxAttempts (the entry's, so the consumer applies the producer's
-// limit); with RelayOptions.Format.AWS, an AWS payload pointer to a
-// per-message copy of the payload instead of the ticket, with the same
-// attributes plus the pointer's (broker.Pointer.Message).
-//
-// Errors: ErrConfig for a missing transport, an invalid destination, or
-// Format.AWS with a store that seals its payloads (broker.Format.CheckStore);
-// River's start and stop errors, wrapped.
-func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
+// Relay is Pipeline.Relay (package pipeline documents it) on h.
+func Relay(ctx context.Context, h *Host, opts RelayOptions) error {
 	if opts.Transport == nil {
 		return fmt.Errorf("pipeline: relay: no transport: %w", claimcheck.ErrConfig)
 	}
-	if err := opts.Format.CheckStore(p.store); err != nil {
+	if err := opts.Format.CheckStore(h.Store); err != nil {
 		return fmt.Errorf("pipeline: relay: %w", err)
 	}
 	if err := ValidateDestination(opts.Destination); err != nil {
@@ -144,19 +120,14 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 	if opts.MaxRetryDelay <= 0 {
 		opts.MaxRetryDelay = 15 * time.Second
 	}
-	w := &relayWorker{p: p, opts: opts, reg: p.startFanOutRegistrar(opts.Transport, opts.Batch)}
-	w.pub = batch.New(relayPublishBatch, max(1, opts.Batch/relayPublishBatch), relayLinger, w.publishBatch)
-	// After runClient, River has stopped: no Work call registers or
-	// publishes any more.
+	w := &relayWorker{h: h, opts: opts, reg: startFanOutRegistrar(h, opts.Transport, opts.Batch)}
+	w.pub = batch.New(RelayPublishBatch, max(1, opts.Batch/RelayPublishBatch), relayLinger, w.publishBatch)
+	// After Run, River has stopped: no Work call registers or publishes
+	// any more.
 	defer w.reg.Stop()
 	defer w.pub.Stop()
-	queue := outboxQueue(opts.Destination)
-	workers, err := riverWorkers(w, riverKind("", opts.Destination))
-	if err != nil {
-		return fmt.Errorf("pipeline: relay: %w", err)
-	}
-	err = p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: opts.Batch}}, []string{queue}, opts.UntilEmpty,
-		drainOptions{filter: func(lp *river.JobListParams) *river.JobListParams { return brokerFilter(lp, opts.Broker) }})
+	err := h.Run(ctx, w, opts.Destination, opts.Batch, opts.UntilEmpty,
+		func(lp *river.JobListParams) *river.JobListParams { return BrokerFilter(lp, opts.Broker) })
 	if err == nil && opts.UntilEmpty {
 		w.reportLeft(ctx)
 	}
@@ -174,15 +145,15 @@ func (w *relayWorker) reportLeft(ctx context.Context) {
 	if w.opts.Broker == "" || w.opts.OnSent == nil {
 		return
 	}
-	params := river.NewJobListParams().Queues(outboxQueue(w.opts.Destination)).States(pendingStates...).First(w.opts.Batch).
+	params := river.NewJobListParams().Queues(jobs.OutboxQueue(w.opts.Destination)).States(jobs.PendingStates...).First(w.opts.Batch).
 		Where("metadata ->> 'broker' IS NOT NULL AND metadata ->> 'broker' <> '' AND metadata ->> 'broker' <> @broker", river.NamedArgs{"broker": w.opts.Broker})
-	res, err := w.p.client.JobList(ctx, params)
+	res, err := w.h.Client.JobList(ctx, params)
 	if err != nil {
 		return // best effort: the entries stay in the outbox either way
 	}
 	for _, job := range res.Jobs {
 		if _, done := w.reported.LoadOrStore(job.ID, true); !done {
-			w.opts.OnSent(job.ID, w.otherBroker(job.ID, entryBroker(job.Metadata)))
+			w.opts.OnSent(job.ID, w.otherBroker(job.ID, jobs.EntryBroker(job.Metadata)))
 		}
 	}
 }
@@ -200,10 +171,10 @@ func (w *relayWorker) otherBroker(id int64, bound string) error {
 // spent, for a relay of its own broker.
 var ErrOtherBroker = errors.New("outbox entry bound to another broker")
 
-// brokerFilter restricts params to the outbox entries a relay for broker
+// BrokerFilter restricts params to the outbox entries a relay for broker
 // publishes: those bound to it and those bound to none (all when broker
 // is "").
-func brokerFilter(params *river.JobListParams, broker string) *river.JobListParams {
+func BrokerFilter(params *river.JobListParams, broker string) *river.JobListParams {
 	if broker == "" {
 		return params
 	}
@@ -211,8 +182,8 @@ func brokerFilter(params *river.JobListParams, broker string) *river.JobListPara
 }
 
 type relayWorker struct {
-	river.WorkerDefaults[jobArgs]
-	p    *Pipeline
+	river.WorkerDefaults[jobs.Args]
+	h    *Host
 	opts RelayOptions
 	// failures counts publishes failed in a row, across entries (an outage
 	// fails them all); a confirmed publish resets it.
@@ -226,12 +197,12 @@ type relayWorker struct {
 	pub *batch.Batcher[broker.Message]
 }
 
-// relayPublishBatch is the most entries one Publish call carries: SQS's
+// RelayPublishBatch is the most entries one Publish call carries: SQS's
 // SendMessageBatch takes at most 10 (the SQS API reference,
 // SendMessageBatch), and for RabbitMQ and JetStream ten confirms in
 // flight per call keep a round trip busy. A relay with Batch entries in
-// flight runs Batch/relayPublishBatch calls at once.
-const relayPublishBatch = 10
+// flight runs Batch/RelayPublishBatch calls at once.
+const RelayPublishBatch = 10
 
 // relayLinger is how long a batch not yet full waits for more entries:
 // River hands a relay the entries of one fetch within a few milliseconds of
@@ -293,7 +264,7 @@ func (w *relayWorker) publishBatch(batch []*batch.Req[broker.Message]) {
 func (w *relayWorker) publish(ctx context.Context, msgs []broker.Message) error {
 	start := time.Now()
 	err := w.opts.Transport.Publish(ctx, msgs)
-	w.p.tel.RelayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(claimcheck.ErrorAttrs(err), semconv.MessagingDestinationName(w.opts.Destination))...))
+	w.h.Tel.RelayPublish.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(claimcheck.ErrorAttrs(err), semconv.MessagingDestinationName(w.opts.Destination))...))
 	if w.opts.OnPublish != nil {
 		w.opts.OnPublish(len(msgs), err)
 	}
@@ -307,9 +278,9 @@ const relayTimeout = time.Minute
 // itself (relayTimeout). With a timeout River would also start, for every
 // running job, a goroutine watching it for being stuck: a second goroutine
 // (stack, timer) for each of the Batch entries in flight.
-func (w *relayWorker) Timeout(*river.Job[jobArgs]) time.Duration { return -1 }
+func (w *relayWorker) Timeout(*river.Job[jobs.Args]) time.Duration { return -1 }
 
-func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err error) {
+func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobs.Args]) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
 	if w.opts.OnSent != nil {
@@ -322,23 +293,23 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 			w.opts.OnSent(job.ID, err)
 		}()
 	}
-	if bound := entryBroker(job.Metadata); w.opts.Broker != "" && bound != "" && bound != w.opts.Broker {
+	if bound := jobs.EntryBroker(job.Metadata); w.opts.Broker != "" && bound != "" && bound != w.opts.Broker {
 		// Another broker's entry: leave it, unpublished and no attempt
 		// spent, for a relay of that broker.
 		w.reported.Store(job.ID, true)
-		return &relaySnooze{snooze: river.JobSnooze(leaveDelay(job.Metadata)), err: w.otherBroker(job.ID, bound)}
+		return &relaySnooze{snooze: river.JobSnooze(w.h.LeaveDelay(job.Metadata)), err: w.otherBroker(job.ID, bound)}
 	}
 	// The publish continues the producer's trace (the entry's metadata)
 	// and hands it on in the message's attributes.
 	sctx, link := jobtel.FromMetadata(ctx, job.Metadata)
-	ctx, _, end := w.p.store.StartMessaging(sctx, claimcheck.Messaging{System: w.system(),
+	ctx, _, end := w.h.Store.StartMessaging(sctx, claimcheck.Messaging{System: w.system(),
 		Type: messagingconv.OperationTypeSend, Name: "publish", Destination: w.opts.Destination, MessageID: strconv.FormatInt(job.ID, 10)},
 		jobtel.JobAttrs(job.ID, job.Args.JobKind, job.Args.Tenant, job.Attempt), link)
 	defer func() { end(err) }()
-	enc := compactJSON(job.Args.Ticket)
+	enc := jobs.CompactJSON(job.Args.Ticket)
 	t, err := claimcheck.ParseTicket(enc)
 	if err != nil {
-		return deadLetter(err)
+		return w.h.DeadLetter(err)
 	}
 	attrs := map[string]string{}
 	jobtel.TraceContext.Inject(ctx, propagation.MapCarrier(attrs))
@@ -347,7 +318,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	attrs[broker.AttrID] = PublishID(key, job.Attempt)
 	attrs[broker.AttrJob] = strconv.FormatInt(job.ID, 10)
 	attrs[broker.AttrMaxAttempts] = strconv.Itoa(job.MaxAttempts)
-	if job.Priority > DefaultPriority {
+	if job.Priority > jobs.DefaultPriority {
 		attrs[broker.AttrPriority] = strconv.Itoa(job.Priority)
 	}
 	var m broker.Message
@@ -355,14 +326,14 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 		m, err = w.pointerMessage(ctx, job.Args.JobKind, t, attrs)
 		if err != nil {
 			if claimcheck.Refused(err) || claimcheck.IsPermanent(err) {
-				return deadLetterAs(ReasonNotRelayable, fmt.Errorf("pipeline: relay %s to %s as an AWS payload pointer: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
+				return w.h.DeadLetterAs(ReasonNotRelayable, fmt.Errorf("pipeline: relay %s to %s as an AWS payload pointer: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
 			}
 			delay := claimcheck.RetryPolicy{Base: time.Second, MaxDelay: w.opts.MaxRetryDelay}.Backoff(int(w.failures.Add(1)))
 			return &relaySnooze{snooze: river.JobSnooze(delay), err: err}
 		}
 	} else {
 		if m, err = broker.NewMessage(job.Args.JobKind, t); err != nil {
-			return deadLetter(err)
+			return w.h.DeadLetter(err)
 		}
 		for k, v := range attrs {
 			m.Attributes[k] = v
@@ -374,7 +345,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 	}
 	if err != nil {
 		if claimcheck.Refused(err) {
-			return deadLetterAs(ReasonNotRelayable, fmt.Errorf("pipeline: relay %s to %s: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
+			return w.h.DeadLetterAs(ReasonNotRelayable, fmt.Errorf("pipeline: relay %s to %s: %w: %w", t, w.opts.Destination, ErrNotRelayable, err))
 		}
 		// Snoozing keeps the entry without spending an attempt: an outage
 		// of any length loses nothing.
@@ -389,7 +360,7 @@ func (w *relayWorker) Work(ctx context.Context, job *river.Job[jobArgs]) (err er
 // with the relay's attributes attrs: the pointer names a copy of t's
 // payload made for this message alone (broker.NewPointer).
 func (w *relayWorker) pointerMessage(ctx context.Context, kind string, t *claimcheck.Ticket, attrs map[string]string) (broker.Message, error) {
-	p, err := broker.NewPointer(ctx, w.p.store, w.opts.Format.PointerBucket, t)
+	p, err := broker.NewPointer(ctx, w.h.Store, w.opts.Format.PointerBucket, t)
 	if err != nil {
 		return broker.Message{}, err
 	}
@@ -411,14 +382,14 @@ const ReasonNotRelayable = "not-relayable"
 // Registry roles of an outbox entry's payload reference when its
 // destination's broker copies each message to several queues (broker.FanOut).
 const (
-	// rolePayloadAt + queue: the reference held for one consuming queue,
+	// RolePayloadAt + queue: the reference held for one consuming queue,
 	// released by that queue's consumer (Release).
-	rolePayloadAt = "payload@"
-	// rolePayloadHeld: the destination fans out to queues it cannot name,
+	RolePayloadAt = "payload@"
+	// RolePayloadHeld: the destination fans out to queues it cannot name,
 	// so no consumer can tell when the last copy is processed; this
 	// reference is never released on acknowledgement, and retention and
 	// the sweeper remove the object.
-	rolePayloadHeld = "payload-held"
+	RolePayloadHeld = "payload-held"
 )
 
 // fanOutQueues are the queues a destination's broker copies each message
@@ -442,18 +413,18 @@ func queuesOf(fo broker.FanOut) (fanOutQueues, error) {
 
 // registerFanOutTx replaces, in tx, entry job's payload reference by one
 // per queue the transport's broker copies the message to, or adds
-// rolePayloadHeld when those queues are unknown. Idempotent, so a replay
+// RolePayloadHeld when those queues are unknown. Idempotent, so a replay
 // registers again the references its queues released.
 func registerFanOutTx(ctx context.Context, tx *sql.Tx, job int64, t *claimcheck.Ticket, fq fanOutQueues) error {
 	if fq.unknown {
-		return register(ctx, tx, job, rolePayloadHeld, t)
+		return jobdb.Register(ctx, tx, job, RolePayloadHeld, t)
 	}
 	for _, q := range fq.queues {
-		if err := register(ctx, tx, job, rolePayloadAt+q, t); err != nil {
+		if err := jobdb.Register(ctx, tx, job, RolePayloadAt+q, t); err != nil {
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, rolePayload, t.Key); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role = $2 AND object_key = $3`, job, jobdb.RolePayload, t.Key); err != nil {
 		return fmt.Errorf("pipeline: relay: registry: %w", err)
 	}
 	return nil
@@ -468,7 +439,7 @@ func registerFanOutTx(ctx context.Context, tx *sql.Tx, job int64, t *claimcheck.
 // and completions), and SQLite's deep calls grow that goroutine's stack
 // only, not the stack of each of the Batch entries in flight.
 type fanOutRegistrar struct {
-	p  *Pipeline
+	h  *Host
 	fo broker.FanOut
 	b  *batch.Batcher[fanOutEntry]
 }
@@ -482,12 +453,12 @@ type fanOutEntry struct {
 // startFanOutRegistrar starts the registrar of tr's fan-out, batching up
 // to max entries per transaction; nil if tr does not fan out. Stop it
 // after the relay's last publish.
-func (p *Pipeline) startFanOutRegistrar(tr broker.Transport, max int) *fanOutRegistrar {
+func startFanOutRegistrar(h *Host, tr broker.Transport, max int) *fanOutRegistrar {
 	fo, ok := tr.(broker.FanOut)
 	if !ok {
 		return nil
 	}
-	r := &fanOutRegistrar{p: p, fo: fo}
+	r := &fanOutRegistrar{h: h, fo: fo}
 	r.b = batch.New(max, 1, 0, r.write)
 	return r
 }
@@ -536,7 +507,7 @@ func (r *fanOutRegistrar) write(batch []*batch.Req[fanOutEntry]) {
 		// The transaction serves entries whose own contexts may end at
 		// different times: it has the relay's publish timeout instead.
 		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
-		err = r.p.inTx(ctx, func(tx *sql.Tx) error {
+		err = r.h.InTx(ctx, func(tx *sql.Tx) error {
 			for _, req := range live {
 				if err := registerFanOutTx(ctx, tx, req.V.job, req.V.t, queues); err != nil {
 					return err
@@ -553,7 +524,7 @@ func (r *fanOutRegistrar) write(batch []*batch.Req[fanOutEntry]) {
 		}
 	}
 	for _, req := range live {
-		req.Done <- r.p.inTx(req.Ctx, func(tx *sql.Tx) error { return registerFanOutTx(req.Ctx, tx, req.V.job, req.V.t, queues) })
+		req.Done <- r.h.InTx(req.Ctx, func(tx *sql.Tx) error { return registerFanOutTx(req.Ctx, tx, req.V.job, req.V.t, queues) })
 	}
 }
 
@@ -594,186 +565,22 @@ func PublishID(key string, attempt int) string {
 	return key + "-" + strconv.Itoa(attempt)
 }
 
-// Inbox is the idempotent receiver of broker consumers (broker.Inbox) on
-// this pipeline's database: one row per message (idempotency key) and
-// consuming queue in claimcheck_consumed with the latest outcome, and a
-// claims-registry row for each result.
-func (p *Pipeline) Inbox() broker.Inbox { return inbox{p} }
-
-type inbox struct{ p *Pipeline }
-
-// Seen implements broker.Inbox.
-func (in inbox) Seen(ctx context.Context, queue, id, delivery string) (broker.Seen, error) {
-	var seen broker.Seen
-	var n int
-	err := in.p.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM claimcheck_consumed WHERE message_id = $1 AND queue = $2 AND action = $3`,
-		id, queue, string(broker.Acked)).Scan(&n)
-	if err != nil {
-		return seen, asUnavailable(fmt.Errorf("pipeline: inbox lookup: %w", err))
-	}
-	seen.Processed = n > 0
-	if seen.Processed {
-		return seen, nil
-	}
-	err = in.p.db.QueryRowContext(ctx, `SELECT released FROM claimcheck_released WHERE message_id = $1 AND queue = $2 AND delivery_id = $3`,
-		id, queue, delivery).Scan(&seen.Released)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return seen, asUnavailable(fmt.Errorf("pipeline: inbox lookup: %w", err))
-	}
-	return seen, nil
-}
-
-// CheckInResult implements broker.ResultCheckIn with checkInResult; Record
-// anchors the result, and Consume keeps the outcome naming it in the store
-// (KeepOutcome) when Record fails too (docs/invariants.md, invariant 12).
-func (in inbox) CheckInResult(ctx context.Context, tenant string, r io.Reader, opts *claimcheck.CheckInOptions) (*claimcheck.Ticket, error) {
-	return in.p.checkInResult(ctx, in.p.store, tenant, r, opts)
-}
-
-// Record implements broker.Inbox: it upserts the outcome (never replacing
-// an acked one), counts a release in claimcheck_released and, for a
-// result, writes its claims-registry row under the outbox entry's job id
-// (0 for a message from elsewhere), in one transaction.
-func (in inbox) Record(ctx context.Context, o broker.Outcome) error {
-	var result sql.NullString
-	if o.Result != nil {
-		b, err := o.Result.Marshal()
-		if err != nil {
-			return err
-		}
-		result = sql.NullString{String: string(b), Valid: true}
-	}
-	var errText string
-	if o.Err != nil {
-		errText = o.Err.Error()
-	}
-	return asUnavailable(in.p.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO claimcheck_consumed (message_id, queue, job_id, kind, tenant, action, attempt, reason, error, result, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-			ON CONFLICT (message_id, queue) DO UPDATE SET job_id = excluded.job_id, kind = excluded.kind, tenant = excluded.tenant,
-				action = excluded.action, attempt = excluded.attempt, reason = excluded.reason, error = excluded.error,
-				result = excluded.result, updated_at = excluded.updated_at
-			WHERE claimcheck_consumed.action <> 'acked'`,
-			o.ID, o.Queue, o.Job, o.Kind, o.Tenant, string(o.Action), o.Attempt, o.Reason, errText, result, time.Now().UTC())
-		if err != nil {
-			return fmt.Errorf("pipeline: inbox record: %w", err)
-		}
-		if o.Action == broker.Released {
-			// Counted per publish: another delivery id (a replay) starts
-			// from 1.
-			_, err := tx.ExecContext(ctx, `INSERT INTO claimcheck_released (message_id, queue, delivery_id, released) VALUES ($1, $2, $3, 1)
-				ON CONFLICT (message_id, queue) DO UPDATE SET
-					released = CASE WHEN claimcheck_released.delivery_id = excluded.delivery_id THEN claimcheck_released.released + 1 ELSE 1 END,
-					delivery_id = excluded.delivery_id`, o.ID, o.Queue, o.Delivery)
-			if err != nil {
-				return fmt.Errorf("pipeline: inbox record release: %w", err)
-			}
-		}
-		if o.Action == broker.Acked && o.Result != nil {
-			// The result's check-in intent (CheckInResult) becomes its
-			// registry row here; a result whose object a sweep took
-			// meanwhile is ErrPayloadMissing, and the message is retried.
-			if err := in.p.anchor(ctx, tx, o.Result, "record the result"); err != nil {
-				return err
-			}
-			return register(ctx, tx, o.Job, roleResult, o.Result)
-		}
-		return nil
-	}))
-}
-
-// PruneInbox deletes the inbox's records (claimcheck_consumed) of
-// messages last settled before cutoff, with their release counts
-// (claimcheck_released), and returns how many messages it forgot. Without
-// it both tables grow by a row per message and consuming queue forever.
-//
-// Choose cutoff no later than now less the results' retention
-// (claimcheck.Retention.ResultTotal, docs/invariants.md, invariant 5): by
-// then the payload and any result have expired, so a record is no longer
-// needed to skip a redelivery (which would fail payload-missing anyway),
-// to list a broker dead letter (which could no longer be replayed) or to
-// find a result. Settlement times are the consumers' clocks; a skew of
-// minutes is nothing against a retention of days.
-//
-// Errors: the database's, wrapped.
-func (p *Pipeline) PruneInbox(ctx context.Context, cutoff time.Time) (int64, error) {
-	var n int64
-	err := p.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_consumed WHERE updated_at < $1`, cutoff.UTC())
-		if err != nil {
-			return err
-		}
-		if n, err = res.RowsAffected(); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM claimcheck_released WHERE NOT EXISTS (SELECT 1 FROM claimcheck_consumed c
-			WHERE c.message_id = claimcheck_released.message_id AND c.queue = claimcheck_released.queue)`)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("pipeline: prune the inbox: %w", err)
-	}
-	return n, nil
-}
-
-// Release implements broker.Releaser (opt-in deletion on acknowledgement):
-// it deletes outbox entry job's registry row for t's object held for
-// queue (the entry's one payload row, or, when its destination fans out,
-// the row of that queue) and, if no registry row (no other queue's copy
-// unprocessed, no other subscriber's entry, pending or
-// acknowledged-but-unreleased, and no job of the pipeline) and no check-in
-// intent refers to the object any more, the object itself. A row already
-// released leaves only the deletion to retry. It reports whether this call
-// deleted the object (false if it was gone already).
-//
-// The row's removal, the look-up and the store's delete happen in one
-// transaction under the object's key lock, which check-ins that reuse the
-// object take too (deleteUnheld, internal/registry): a check-in of the same
-// bytes either comes first, and the object is kept for it, or after the
-// delete, and writes the object again. A failed delete rolls the row's
-// removal back.
-func (p *Pipeline) Release(ctx context.Context, job int64, queue string, t *claimcheck.Ticket) (bool, error) {
-	deleted, err := p.deleteUnheld(ctx, t, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM claimcheck_claim WHERE job_id = $1 AND role IN ($2, $3) AND object_key = $4`,
-			job, rolePayload, rolePayloadAt+queue, t.Key)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("pipeline: release %s: %w", t, err)
-	}
-	return deleted, nil
-}
-
-// inTx runs fn in a transaction, committed if fn returns nil.
-func (p *Pipeline) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("pipeline: begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("pipeline: commit: %w", err)
-	}
-	return nil
-}
-
-// OutboxEmpty reports whether destination's outbox holds no entry waiting
-// to be sent (every entry sent or dead).
-//
-// OutboxEmptyFor is OutboxEmpty counting only the entries a relay for
-// broker (RelayOptions.Broker) publishes.
-func (p *Pipeline) OutboxEmpty(ctx context.Context, destination string) (bool, error) {
-	return p.OutboxEmptyFor(ctx, destination, "")
-}
-
-// OutboxEmptyFor: see OutboxEmpty.
-func (p *Pipeline) OutboxEmptyFor(ctx context.Context, destination, broker string) (bool, error) {
-	res, err := p.client.JobList(ctx, brokerFilter(river.NewJobListParams().Queues(outboxQueue(destination)).States(pendingStates...).First(1), broker))
-	if err != nil {
-		return false, fmt.Errorf("pipeline: poll outbox %s: %w", destination, err)
-	}
-	return len(res.Jobs) == 0, nil
+// Host is what the relay needs of the pipeline it runs in.
+type Host struct {
+	Client *river.Client[*sql.Tx] // the insert-only client, for JobList
+	Store  *claimcheck.Store      // the default store (AWS pointers' copies)
+	Tel    *jobtel.Instruments
+	// Run works destination's outbox queue with w, at most maxWorkers
+	// entries at once, until ctx is done or, with untilEmpty, until the
+	// queue holds no pending entry that filter selects; then it drains.
+	Run func(ctx context.Context, w river.Worker[jobs.Args], destination string, maxWorkers int, untilEmpty bool, filter func(*river.JobListParams) *river.JobListParams) error
+	// DeadLetter and DeadLetterAs end an entry's attempt as a dead letter
+	// with the worker's rule (claimcheck.Reason(err), or reason).
+	DeadLetter   func(err error) error
+	DeadLetterAs func(reason string, err error) error
+	// LeaveDelay is the snooze of an entry left for another relay, from
+	// its River metadata.
+	LeaveDelay func(metadata []byte) time.Duration
+	// InTx runs fn in a transaction of the job database.
+	InTx func(ctx context.Context, fn func(*sql.Tx) error) error
 }
