@@ -147,11 +147,11 @@ func (p *Payload) copyError(ctx context.Context, rerr, werr error) error {
 }
 
 // copyAhead copies src to dst in one pass: src is read in fileBuf pieces in
-// the caller's goroutine (where a verifyingReader hashes each piece as it
-// arrives), and each piece is written to dst by a goroutine of its own
-// (aheadWriter, two buffers, handed over without a copy), so reading and
-// hashing the next piece overlap writing the last. Memory: two fileBuf
-// buffers. rerr is src's error (io.EOF is none), werr dst's first.
+// the caller's goroutine, and each piece is written to dst (which may hash
+// it first: copyVerified) by a goroutine of its own (aheadWriter, two
+// buffers, handed over without a copy), so reading the next piece overlaps
+// writing the last. Memory: two fileBuf buffers. rerr is src's error
+// (io.EOF is none), werr dst's first.
 func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr, werr error) {
 	aw := newAheadWriter(dst, 2, fileBuf)
 	r := ctxio.Reader(ctx, src)
@@ -178,20 +178,23 @@ func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr
 }
 
 // WriteFile claims the payload into the file at path, verified, in one
-// pass: the object is read once, each piece hashed as it arrives and
-// written as the next is read (copyAhead), into a file in path's directory
+// pass: the object is read once, in 1 MiB pieces, each hashed and written
+// by a second goroutine while the next is read (copyVerified), into a file
+// in path's directory
 // that has no name while it is written (O_TMPFILE, where the file system
 // allows it; else a hidden ".claimcheck-*.tmp" file); once its size and
 // SHA-256 match the ticket it is fsynced, given a name and renamed over
 // path, and the directory is fsynced. On any failure nothing is left at
 // path (a file already there is left as it was) and no temporary file
-// remains. The file's mode is 0600 (less the umask). Nothing is spooled:
-// the verified copy Open reads is not made (one already made by Verify is
-// copied from instead). The ticket's size is the file's.
+// remains. The file's mode is 0600. Nothing is spooled: the verified copy
+// Open reads is not made (one already made by Verify is copied from
+// instead). The ticket's size is the file's, in bytes. Memory: two 1 MiB
+// buffers (and, for an encrypted payload, the decryption's).
 //
 // Errors: as for Verify (ErrPayloadMissing, ErrPayloadCorrupt,
-// ErrAccessDenied, ErrUnavailable), and ErrUnavailable for the destination
-// file's failures (a full disk: ErrNoSpace), its path named.
+// ErrAccessDenied, ErrUnavailable); ErrConfig when path is a directory;
+// ErrUnavailable for the destination file's failures (a full disk:
+// ErrNoSpace), its path named.
 func (p *Payload) WriteFile(ctx context.Context, path string) error {
 	t := p.ticket
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
