@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -82,22 +83,52 @@ func (p *Payload) Verify(ctx context.Context) error {
 		p.verified = &spoolFile{f}
 		return nil
 	}
-	r, err := p.OpenStream(ctx)
+	v, err := p.openVerifying(ctx)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	defer v.Close()
 	spool, err := p.store.createSpool()
 	if err != nil {
 		return err
 	}
-	// One pass: hashed as it is read, written as it is hashed (copyAhead).
-	if _, rerr, werr := copyAhead(ctx, spool, r); rerr != nil || werr != nil {
+	// One pass, nothing read back to verify it (copyVerified).
+	if rerr, werr := copyVerified(ctx, v, spool); rerr != nil || werr != nil {
 		spool.Close()
 		return p.copyError(ctx, rerr, werr)
 	}
 	p.verified = spool
 	return nil
+}
+
+// copyVerified copies the object v reads (openVerifying) to dst in one
+// pass, verified: v is read in the caller's goroutine, which counts the
+// bytes against the ticket's size; each fileBuf piece is then hashed and
+// written by copyAhead's writing goroutine, so that reading the next piece
+// (from the network, or from the decrypting goroutine) overlaps hashing and
+// writing the last; once all is written, the SHA-256 is checked against
+// the ticket (ErrPayloadCorrupt, or ErrConfig for an encrypted object and
+// a store without a keeper, as v's own check). dst holds every byte,
+// verified or not, until the caller acts on the outcome. rerr is the
+// object's or the verification's error, werr dst's.
+func copyVerified(ctx context.Context, v *verifyingReader, dst io.Writer) (rerr, werr error) {
+	v.sumLater = true
+	h := sha256.New()
+	if _, rerr, werr = copyAhead(ctx, hashThenWrite{h, dst}, v); rerr == nil && werr == nil {
+		rerr = v.checkSum(h.Sum(nil))
+	}
+	return rerr, werr
+}
+
+// hashThenWrite hashes each piece, then writes it to w.
+type hashThenWrite struct {
+	h hash.Hash
+	w io.Writer
+}
+
+func (t hashThenWrite) Write(p []byte) (int, error) {
+	t.h.Write(p)
+	return t.w.Write(p)
 }
 
 // copyError is a verified copy's error (copyAhead): the object's or the
@@ -116,11 +147,11 @@ func (p *Payload) copyError(ctx context.Context, rerr, werr error) error {
 }
 
 // copyAhead copies src to dst in one pass: src is read in fileBuf pieces in
-// the caller's goroutine (where a verifyingReader hashes each piece as it
-// arrives), and each piece is written to dst by a goroutine of its own
-// (aheadWriter, two buffers, handed over without a copy), so reading and
-// hashing the next piece overlap writing the last. Memory: two fileBuf
-// buffers. rerr is src's error (io.EOF is none), werr dst's first.
+// the caller's goroutine, and each piece is written to dst (which may hash
+// it first: copyVerified) by a goroutine of its own (aheadWriter, two
+// buffers, handed over without a copy), so reading the next piece overlaps
+// writing the last. Memory: two fileBuf buffers. rerr is src's error
+// (io.EOF is none), werr dst's first.
 func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr, werr error) {
 	aw := newAheadWriter(dst, 2, fileBuf)
 	r := ctxio.Reader(ctx, src)
@@ -147,20 +178,23 @@ func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr
 }
 
 // WriteFile claims the payload into the file at path, verified, in one
-// pass: the object is read once, each piece hashed as it arrives and
-// written as the next is read (copyAhead), into a file in path's directory
+// pass: the object is read once, in 1 MiB pieces, each hashed and written
+// by a second goroutine while the next is read (copyVerified), into a file
+// in path's directory
 // that has no name while it is written (O_TMPFILE, where the file system
 // allows it; else a hidden ".claimcheck-*.tmp" file); once its size and
 // SHA-256 match the ticket it is fsynced, given a name and renamed over
 // path, and the directory is fsynced. On any failure nothing is left at
 // path (a file already there is left as it was) and no temporary file
-// remains. The file's mode is 0600 (less the umask). Nothing is spooled:
-// the verified copy Open reads is not made (one already made by Verify is
-// copied from instead). The ticket's size is the file's.
+// remains. The file's mode is 0600. Nothing is spooled: the verified copy
+// Open reads is not made (one already made by Verify is copied from
+// instead). The ticket's size is the file's, in bytes. Memory: two 1 MiB
+// buffers (and, for an encrypted payload, the decryption's).
 //
 // Errors: as for Verify (ErrPayloadMissing, ErrPayloadCorrupt,
-// ErrAccessDenied, ErrUnavailable), and ErrUnavailable for the destination
-// file's failures (a full disk: ErrNoSpace), its path named.
+// ErrAccessDenied, ErrUnavailable); ErrConfig when path is a directory;
+// ErrUnavailable for the destination file's failures (a full disk:
+// ErrNoSpace), its path named.
 func (p *Payload) WriteFile(ctx context.Context, path string) error {
 	t := p.ticket
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
@@ -182,7 +216,7 @@ func (p *Payload) WriteFile(ctx context.Context, path string) error {
 	}()
 	wf := &writebackFile{f: f}
 	var src io.Reader
-	var stream io.ReadCloser
+	var stream *verifyingReader
 	p.mu.Lock()
 	switch {
 	case t.IsInline():
@@ -196,8 +230,9 @@ func (p *Payload) WriteFile(ctx context.Context, path string) error {
 		src = io.NewSectionReader(p.verified, 0, t.Size)
 	}
 	p.mu.Unlock()
+	var rerr, werr error
 	if src == nil {
-		if stream, err = p.OpenStream(ctx); err != nil {
+		if stream, err = p.openVerifying(ctx); err != nil {
 			return err
 		}
 		defer func() {
@@ -205,9 +240,10 @@ func (p *Payload) WriteFile(ctx context.Context, path string) error {
 				stream.Close()
 			}
 		}()
-		src = stream
+		rerr, werr = copyVerified(ctx, stream, wf)
+	} else { // verified already
+		_, rerr, werr = copyAhead(ctx, wf, src)
 	}
-	_, rerr, werr := copyAhead(ctx, wf, src)
 	if werr != nil {
 		werr = fileError(fmt.Sprintf("claimcheck: claim %s: write %s", t, path), werr)
 	}
@@ -319,6 +355,16 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 		}
 		return io.NopCloser(bytes.NewReader(b)), nil
 	}
+	v, err := p.openVerifying(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// openVerifying is OpenStream for an object (not an inline ticket).
+func (p *Payload) openVerifying(ctx context.Context) (*verifyingReader, error) {
+	t := p.ticket
 	s := p.store
 	var wrapped, keyID string
 	format := 1 // of the sealed object (sealFormat)
@@ -459,8 +505,11 @@ type verifyingReader struct {
 		io.Writer
 		Sum([]byte) []byte
 	}
-	n   int64
-	err error
+	// sumLater: Read does not hash; the caller hashes what it returns
+	// and calls checkSum after io.EOF (copyVerified).
+	sumLater bool
+	n        int64
+	err      error
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {
@@ -469,7 +518,9 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	}
 	n, err := v.src.Read(p)
 	v.n += int64(n)
-	v.sum.Write(p[:n])
+	if !v.sumLater {
+		v.sum.Write(p[:n])
+	}
 	switch {
 	case v.n > v.t.Size:
 		v.err = v.mismatch(fmt.Errorf("claimcheck: claim %s: object is longer than the ticket's size: %w", v.t, ErrPayloadCorrupt))
@@ -477,9 +528,10 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	case errors.Is(err, io.EOF):
 		if v.n != v.t.Size {
 			v.err = v.mismatch(fmt.Errorf("claimcheck: claim %s: object has %d bytes, ticket says %d: %w", v.t, v.n, v.t.Size, ErrPayloadCorrupt))
-		} else if hex.EncodeToString(v.sum.Sum(nil)) != v.t.SHA256 {
-			v.err = v.mismatch(fmt.Errorf("claimcheck: claim %s: sha256 mismatch: %w", v.t, ErrPayloadCorrupt))
-		} else {
+		} else if !v.sumLater {
+			v.err = v.checkSum(v.sum.Sum(nil))
+		}
+		if v.err == nil {
 			v.err = io.EOF
 		}
 		return n, v.err
@@ -492,6 +544,16 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 		return n, v.err
 	}
 	return n, nil
+}
+
+// checkSum checks sum, the SHA-256 of every byte read, against the
+// ticket's: the error is ErrPayloadCorrupt (or, through mismatch, ErrConfig).
+func (v *verifyingReader) checkSum(sum []byte) error {
+	if hex.EncodeToString(sum) != v.t.SHA256 {
+		v.err = v.mismatch(fmt.Errorf("claimcheck: claim %s: sha256 mismatch: %w", v.t, ErrPayloadCorrupt))
+		return v.err
+	}
+	return nil
 }
 
 // Close stops the stream: later reads fail with errClaimClosed (unless it
