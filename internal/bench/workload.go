@@ -295,12 +295,8 @@ func (t *PipelineTarget) Cleanup(ctx context.Context) error {
 	t.ids, t.keys = nil, nil
 	t.offload.Store(0)
 	t.mu.Unlock()
-	for len(ids) > 0 {
-		k := min(len(ids), 500)
-		if _, err := t.P.Delete(ctx, ids[:k]...); err != nil {
-			return fmt.Errorf("bench: delete the workload's jobs: %w", err)
-		}
-		ids = ids[k:]
+	if _, err := deleteJobs(ctx, t.P, ids); err != nil {
+		return err
 	}
 	st := t.P.Store()
 	for _, key := range keys {

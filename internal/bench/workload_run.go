@@ -111,7 +111,8 @@ func NewContentSeed() uint64 {
 // (PipelineTarget, RunWorkload): after a warm-up of 4 small jobs, the
 // producers enqueue while the workers work, each handler reading its
 // verified payload to the end; then it reads the job tables' size
-// (TableBytes) and deletes the jobs and their objects. Measurements are
+// (TableBytes) and deletes the jobs and their objects. Jobs of
+// WorkloadKind left by a killed run are deleted first. Measurements are
 // process-wide (Lock). Errors: RunWorkload's, TableBytes', Cleanup's.
 func Workload(ctx context.Context, cfg WorkloadConfig) (*WorkloadReport, error) {
 	defer Lock()()
@@ -138,6 +139,9 @@ func Workload(ctx context.Context, cfg WorkloadConfig) (*WorkloadReport, error) 
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, format+"\n", args...)
 		}
+	}
+	if _, err := DeleteKind(ctx, p, WorkloadKind); err != nil {
+		return nil, err
 	}
 	cseed := NewContentSeed()
 	warm := []int64{KiB, KiB, KiB, KiB}

@@ -225,6 +225,9 @@ func storeScheme(storeURL string) string {
 func (w *workloadCompare) setup(ctx context.Context) error {
 	p := w.cfg.Pipeline
 	w.cc = &bench.PipelineTarget{P: p, Kind: bench.WorkloadKind, Tenant: bench.WorkloadTenant, Workers: w.cfg.Workers}
+	if _, err := bench.DeleteKind(ctx, p, bench.WorkloadKind); err != nil { // a killed run's
+		return err
+	}
 	w.river = &riverTarget{db: p.DB(), workers: w.cfg.Workers}
 	if w.postgres() {
 		w.river.database = w.cfg.Database
