@@ -111,6 +111,12 @@ type WorkloadSpec struct {
 	Content func(i int) io.Reader
 	// Producers enqueue the jobs, each taking the next job in turn.
 	Producers int
+	// Rate, if positive, paces the jobs: job i is enqueued no earlier
+	// than i/Rate seconds after the first (an arrival rate in jobs per
+	// second, as long as the producers keep up). 0: each producer
+	// enqueues its next job as soon as the last is in, so the queue
+	// grows as fast as they go and the latency includes the wait in it.
+	Rate float64
 }
 
 // WorkloadSample is what one workload run measured.
@@ -182,6 +188,14 @@ func RunWorkload(ctx context.Context, t WorkloadTarget, spec WorkloadSpec) (s Wo
 				i := int(next.Add(1) - 1)
 				if i >= n || pctx.Err() != nil {
 					return
+				}
+				if spec.Rate > 0 {
+					due := start.Add(time.Duration(float64(i) / spec.Rate * float64(time.Second)))
+					select {
+					case <-time.After(time.Until(due)):
+					case <-pctx.Done():
+						return
+					}
 				}
 				t0 := time.Now()
 				id, err := t.Enqueue(pctx, i, spec.Content(i), spec.Sizes[i])
