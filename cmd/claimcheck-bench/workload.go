@@ -22,12 +22,13 @@ type workloadCompareOptions struct {
 	mix                string
 	seed               uint64
 	producers, workers int
+	rate               float64
 	parsed             bench.Mix // --mix parsed by Validate
 }
 
 // Validate checks that --compare is given with --rounds, --rounds (1 to
 // 20), and bench workload's own flags as it does (--jobs 1 to 1,000,000,
-// --mix, --producers and --workers 1 to 256).
+// --mix, --producers and --workers 1 to 256, --rate 0 to 100,000).
 func (o *workloadCompareOptions) Validate() error {
 	if !o.compare {
 		return cli.UsageErrorf("--rounds is for --compare")
@@ -49,6 +50,9 @@ func (o *workloadCompareOptions) Validate() error {
 	if o.workers < 1 || o.workers > 256 {
 		return cli.UsageErrorf("--workers %d: use 1 to 256", o.workers)
 	}
+	if !(o.rate >= 0 && o.rate <= 100_000) {
+		return cli.UsageErrorf("--rate %g: use 0 (as fast as the producers go) to 100000 jobs/s", o.rate)
+	}
 	return nil
 }
 
@@ -63,8 +67,8 @@ With --compare (claimcheck-bench only), the same workload also runs, in
 this process and run, alternated per round (--rounds, default 5; the order
 of the cases reversed every other round), through plain River with the
 payload inline in its args (same job database, same producers and
-workers) and through the store's plain SDK moving the same bytes at the
-same concurrency (s3://: the AWS SDK's upload by the producers and
+workers, the same --rate) and through the store's plain SDK moving the
+same bytes at the same concurrency (s3://: the AWS SDK's upload by the producers and
 GetObject by the workers; file://: plain file writes with fsync and
 reads). Each ratio is printed per round with its median and min–max next
 to the load average as each round started: claimcheck's jobs/s and MiB/s
@@ -80,6 +84,7 @@ bytes per job against River inline's (goal: p99 ≤ River's).`
 		o.seed, _ = f.GetUint64("seed")
 		o.producers, _ = f.GetInt("producers")
 		o.workers, _ = f.GetInt("workers")
+		o.rate, _ = f.GetFloat64("rate")
 	})
 	w.RunE = func(cmd *cobra.Command, args []string) error {
 		if !o.compare && !cmd.Flags().Changed("rounds") {
@@ -106,7 +111,7 @@ func (o *workloadCompareOptions) Run(ctx context.Context, s cli.Streams) (err er
 		}
 	}()
 	rep, err := benchlab.CompareWorkload(ctx, benchlab.WorkloadCompareConfig{Pipeline: d.Pipeline, Database: d.Database, Store: d.Store, Dir: data,
-		Jobs: o.jobs, Mix: o.parsed, Seed: o.seed, Producers: o.producers, Workers: o.workers, Rounds: o.rounds, Log: s.Err})
+		Jobs: o.jobs, Mix: o.parsed, Seed: o.seed, Producers: o.producers, Workers: o.workers, Rate: o.rate, Rounds: o.rounds, Log: s.Err})
 	if err != nil {
 		return err
 	}

@@ -288,14 +288,8 @@ func (r *JobRig) Cleanup(ctx context.Context) error {
 	ids := r.ids
 	r.ids = nil
 	r.mu.Unlock()
-	for len(ids) > 0 {
-		k := min(len(ids), 500)
-		if _, err := r.p.Delete(ctx, ids[:k]...); err != nil {
-			return fmt.Errorf("bench: delete the bench's jobs: %w", err)
-		}
-		ids = ids[k:]
-	}
-	return nil
+	_, err := deleteJobs(ctx, r.p, ids)
+	return err
 }
 
 // Forget drops the rig's record of the jobs it enqueued, for a caller
@@ -304,4 +298,35 @@ func (r *JobRig) Forget() {
 	r.mu.Lock()
 	r.ids = nil
 	r.mu.Unlock()
+}
+
+// DeleteKind deletes every job of kind in p's job database (a killed
+// run's, whose handlers would otherwise run among the measured ones),
+// with Pipeline.List and Pipeline.Delete; a running job is left (River
+// refuses it). It returns how many it deleted.
+func DeleteKind(ctx context.Context, p *pipeline.Pipeline, kind string) (int, error) {
+	var ids []int64
+	if err := p.List(ctx, pipeline.ListOptions{Kind: kind, PageSize: 500}, func(j *pipeline.JobInfo) error {
+		ids = append(ids, j.ID)
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("bench: list the jobs of %s: %w", kind, err)
+	}
+	return deleteJobs(ctx, p, ids)
+}
+
+// deleteJobs deletes jobs ids with Pipeline.Delete, 500 per transaction,
+// and returns how many it deleted.
+func deleteJobs(ctx context.Context, p *pipeline.Pipeline, ids []int64) (int, error) {
+	n := 0
+	for len(ids) > 0 {
+		k := min(len(ids), 500)
+		d, err := p.Delete(ctx, ids[:k]...)
+		if err != nil {
+			return n, fmt.Errorf("bench: delete the bench's jobs: %w", err)
+		}
+		n += d
+		ids = ids[k:]
+	}
+	return n, nil
 }

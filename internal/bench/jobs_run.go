@@ -90,7 +90,8 @@ type JobsReport struct {
 //     previous one reached its handler (enqueue → handler, and handler →
 //     the attempt's outcome).
 //
-// The jobs are deleted afterwards. Measurements are process-wide (Lock).
+// The jobs are deleted afterwards (and a killed run's of JobsKind
+// before). Measurements are process-wide (Lock).
 // Errors: the pipeline's, and a phase past its deadline.
 func Jobs(ctx context.Context, cfg JobsConfig) (rep *JobsReport, err error) {
 	defer Lock()()
@@ -99,6 +100,9 @@ func Jobs(ctx context.Context, cfg JobsConfig) (rep *JobsReport, err error) {
 	}
 	if cfg.LatencyJobs <= 0 {
 		cfg.LatencyJobs = DefaultLatencyJobs
+	}
+	if _, err := DeleteKind(ctx, cfg.Pipeline, JobsKind); err != nil { // a killed run's
+		return nil, err
 	}
 	r := NewJobRig(cfg.Pipeline, cfg.Size, cfg.Workers)
 	defer func() {

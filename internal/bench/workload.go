@@ -111,6 +111,12 @@ type WorkloadSpec struct {
 	Content func(i int) io.Reader
 	// Producers enqueue the jobs, each taking the next job in turn.
 	Producers int
+	// Rate, if positive, paces the jobs: job i is enqueued no earlier
+	// than i/Rate seconds after the first (an arrival rate in jobs per
+	// second, as long as the producers keep up). 0: each producer
+	// enqueues its next job as soon as the last is in, so the queue
+	// grows as fast as they go and the latency includes the wait in it.
+	Rate float64
 }
 
 // WorkloadSample is what one workload run measured.
@@ -182,6 +188,14 @@ func RunWorkload(ctx context.Context, t WorkloadTarget, spec WorkloadSpec) (s Wo
 				i := int(next.Add(1) - 1)
 				if i >= n || pctx.Err() != nil {
 					return
+				}
+				if spec.Rate > 0 {
+					due := start.Add(time.Duration(float64(i) / spec.Rate * float64(time.Second)))
+					select {
+					case <-time.After(time.Until(due)):
+					case <-pctx.Done():
+						return
+					}
 				}
 				t0 := time.Now()
 				id, err := t.Enqueue(pctx, i, spec.Content(i), spec.Sizes[i])
@@ -295,12 +309,8 @@ func (t *PipelineTarget) Cleanup(ctx context.Context) error {
 	t.ids, t.keys = nil, nil
 	t.offload.Store(0)
 	t.mu.Unlock()
-	for len(ids) > 0 {
-		k := min(len(ids), 500)
-		if _, err := t.P.Delete(ctx, ids[:k]...); err != nil {
-			return fmt.Errorf("bench: delete the workload's jobs: %w", err)
-		}
-		ids = ids[k:]
+	if _, err := deleteJobs(ctx, t.P, ids); err != nil {
+		return err
 	}
 	st := t.P.Store()
 	for _, key := range keys {

@@ -33,6 +33,9 @@ type WorkloadConfig struct {
 	// Producers enqueue at once; Workers work at once. Defaults
 	// DefaultWorkloadProducers and DefaultWorkloadWorkers.
 	Producers, Workers int
+	// Rate paces the jobs in jobs per second (WorkloadSpec.Rate); 0: as
+	// fast as the producers go.
+	Rate float64
 	// Log, if set, receives a line per phase.
 	Log io.Writer
 }
@@ -47,6 +50,7 @@ type WorkloadReport struct {
 	Jobs       int     `json:"jobs"`
 	Producers  int     `json:"producers"`
 	Workers    int     `json:"workers"`
+	Rate       float64 `json:"rate_jobs_per_s,omitempty"`
 	GoVersion  string  `json:"go_version"`
 	NumCPU     int     `json:"num_cpu"`
 	RSSMethod  string  `json:"rss_method"`
@@ -111,7 +115,8 @@ func NewContentSeed() uint64 {
 // (PipelineTarget, RunWorkload): after a warm-up of 4 small jobs, the
 // producers enqueue while the workers work, each handler reading its
 // verified payload to the end; then it reads the job tables' size
-// (TableBytes) and deletes the jobs and their objects. Measurements are
+// (TableBytes) and deletes the jobs and their objects. Jobs of
+// WorkloadKind left by a killed run are deleted first. Measurements are
 // process-wide (Lock). Errors: RunWorkload's, TableBytes', Cleanup's.
 func Workload(ctx context.Context, cfg WorkloadConfig) (*WorkloadReport, error) {
 	defer Lock()()
@@ -139,6 +144,9 @@ func Workload(ctx context.Context, cfg WorkloadConfig) (*WorkloadReport, error) 
 			fmt.Fprintf(cfg.Log, format+"\n", args...)
 		}
 	}
+	if _, err := DeleteKind(ctx, p, WorkloadKind); err != nil {
+		return nil, err
+	}
 	cseed := NewContentSeed()
 	warm := []int64{KiB, KiB, KiB, KiB}
 	if _, err := RunWorkload(ctx, t, WorkloadSpec{Sizes: warm, Content: WorkloadContent(^cseed, warm), Producers: cfg.Producers}); err != nil {
@@ -154,7 +162,7 @@ func Workload(ctx context.Context, cfg WorkloadConfig) (*WorkloadReport, error) 
 	sizes := cfg.Mix.Sizes(cfg.Seed, cfg.Jobs)
 	m := NewMeter(5 * time.Millisecond)
 	rep := &WorkloadReport{Database: RedactURL(cfg.Database), Store: RedactURL(cfg.Store), Mix: cfg.Mix.String(), Seed: cfg.Seed,
-		Jobs: cfg.Jobs, Producers: cfg.Producers, Workers: cfg.Workers, GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
+		Jobs: cfg.Jobs, Producers: cfg.Producers, Workers: cfg.Workers, Rate: cfg.Rate, GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
 		RSSMethod: m.Method(), InlineThreshold: p.Store().InlineThreshold(), TableMethod: method}
 	rep.LoadStart, _ = ReadLoadAvg()
 	logf("workload: %d jobs of %s, %d producers, %d workers...", cfg.Jobs, rep.Mix, cfg.Producers, cfg.Workers)
@@ -162,7 +170,7 @@ func Workload(ctx context.Context, cfg WorkloadConfig) (*WorkloadReport, error) 
 	cpu0 := CPUSeconds()
 	u, err := m.Measure(func() error {
 		var err error
-		s, err = RunWorkload(ctx, t, WorkloadSpec{Sizes: sizes, Content: WorkloadContent(cseed, sizes), Producers: cfg.Producers})
+		s, err = RunWorkload(ctx, t, WorkloadSpec{Sizes: sizes, Content: WorkloadContent(cseed, sizes), Producers: cfg.Producers, Rate: cfg.Rate})
 		return err
 	})
 	rep.CPUSeconds = CPUSeconds() - cpu0
@@ -190,7 +198,11 @@ func (r *WorkloadReport) Write(w io.Writer) error {
 	ew := &ErrWriter{W: w}
 	fmt.Fprintf(ew, "claimcheck bench workload: %s, %d CPUs; load average %s at the start, %s at the end (/proc/loadavg)\n", r.GoVersion, r.NumCPU, r.LoadStart, r.LoadEnd)
 	fmt.Fprintf(ew, "database %s, store %s\n", r.Database, r.Store)
-	fmt.Fprintf(ew, "%d jobs, mix %s (seed %d), %d producers, %d workers; handler: the verified payload read to the end\n", r.Jobs, r.Mix, r.Seed, r.Producers, r.Workers)
+	pace := "unpaced (the latency includes the wait in the queue the producers fill)"
+	if r.Rate > 0 {
+		pace = fmt.Sprintf("paced at %g jobs/s", r.Rate)
+	}
+	fmt.Fprintf(ew, "%d jobs, mix %s (seed %d), %d producers, %d workers, %s; handler: the verified payload read to the end\n", r.Jobs, r.Mix, r.Seed, r.Producers, r.Workers, pace)
 	inline := "none inline"
 	if r.InlineThreshold >= 0 {
 		inline = fmt.Sprintf("%d inline (at most %s)", int64(r.Jobs)-r.Offloaded, FormatSize(r.InlineThreshold))

@@ -69,6 +69,8 @@ type WorkloadCompareConfig struct {
 	Mix                bench.Mix
 	Seed               uint64
 	Producers, Workers int
+	// Rate paces the jobs of every case (bench.WorkloadSpec.Rate).
+	Rate float64
 	// Rounds (default 5).
 	Rounds int
 	// Log receives a line per measured run.
@@ -122,13 +124,21 @@ func CompareWorkload(ctx context.Context, cfg WorkloadCompareConfig) (*CompareRe
 	p := cfg.Pipeline
 	rep.Notes = append(rep.Notes,
 		fmt.Sprintf("database %s, store %s", bench.RedactURL(cfg.Database), bench.RedactURL(cfg.Store)),
-		fmt.Sprintf("%d jobs, mix %s (seed %d), %s in all; %d producers, %d workers each side; claimcheck's inline threshold %d bytes, sealed %v",
-			cfg.Jobs, cfg.Mix, cfg.Seed, bench.FormatSize(total), cfg.Producers, cfg.Workers, p.Store().InlineThreshold(), p.Store().Seals()),
+		fmt.Sprintf("%d jobs, mix %s (seed %d), %s in all; %d producers, %d workers each side, %s; claimcheck's inline threshold %d bytes, sealed %v",
+			cfg.Jobs, cfg.Mix, cfg.Seed, bench.FormatSize(total), cfg.Producers, cfg.Workers, pace(cfg.Rate), p.Store().InlineThreshold(), p.Store().Seals()),
 		"latency: from the start of a job's enqueue to its handler's start (claimcheck's after verification); seconds: first enqueue to last handler",
 		"table B/job: "+w.tableMethod(),
 		"sdk: "+w.sdkWhat(),
 		fmt.Sprintf("goals: jobs/s and MiB/s ≥ %.1f × the store SDK's; p50 ≤ River inline's + one store round trip + 2 ms (compare the p50 columns); p99 ≤ River inline's; table B/job ≤ 1 KiB", GoalWorkloadSDK))
 	return rep, nil
+}
+
+// pace says how the jobs are paced.
+func pace(rate float64) string {
+	if rate > 0 {
+		return fmt.Sprintf("paced at %g jobs/s", rate)
+	}
+	return "unpaced (latency includes the wait in the queue the producers fill)"
 }
 
 type workloadCompare struct {
@@ -165,7 +175,7 @@ func (w *workloadCompare) group() Group {
 	round := 0
 	spec := func() bench.WorkloadSpec {
 		round++ // a new content each run: nothing deduplicated against an earlier one
-		return bench.WorkloadSpec{Sizes: w.sizes, Content: bench.WorkloadContent(content+uint64(round), w.sizes), Producers: w.cfg.Producers}
+		return bench.WorkloadSpec{Sizes: w.sizes, Content: bench.WorkloadContent(content+uint64(round), w.sizes), Producers: w.cfg.Producers, Rate: w.cfg.Rate}
 	}
 	p := w.cfg.Pipeline
 	prepare := func(ctx context.Context) (err error) {
@@ -225,6 +235,9 @@ func storeScheme(storeURL string) string {
 func (w *workloadCompare) setup(ctx context.Context) error {
 	p := w.cfg.Pipeline
 	w.cc = &bench.PipelineTarget{P: p, Kind: bench.WorkloadKind, Tenant: bench.WorkloadTenant, Workers: w.cfg.Workers}
+	if _, err := bench.DeleteKind(ctx, p, bench.WorkloadKind); err != nil { // a killed run's
+		return err
+	}
 	w.river = &riverTarget{db: p.DB(), workers: w.cfg.Workers}
 	if w.postgres() {
 		w.river.database = w.cfg.Database

@@ -40,6 +40,8 @@ func TestBenchJobsWorkloadUsage(t *testing.T) {
 		{"bench", "workload", "--producers", "0"},
 		{"bench", "workload", "--workers", "257"},
 		{"bench", "workload", "--seed", "-1"},
+		{"bench", "workload", "--rate", "-1"},
+		{"bench", "workload", "--rate", "NaN"},
 	} {
 		if r := b.run("", args...); r.code != 2 {
 			t.Errorf("%v: exit %d, want 2\nstderr: %s", args, r.code, r.stderr)
@@ -131,7 +133,7 @@ func checkBenchJobsWorkload(t *testing.T, b *cliBundle, globals ...string) {
 	}
 
 	const mix = "80%:1B-8KiB,15%:64KiB-256KiB,5%:1MiB-2MiB"
-	r = b.run("", append(globals, "--json", "bench", "workload", "--jobs", "40", "--mix", mix, "--seed", "3", "--producers", "2", "--workers", "2")...)
+	r = b.run("", append(globals, "--json", "bench", "workload", "--jobs", "40", "--mix", mix, "--seed", "3", "--producers", "2", "--workers", "2", "--rate", "400")...)
 	if r.code != 0 {
 		t.Fatalf("bench workload: exit %d\nstderr: %s", r.code, r.stderr)
 	}
@@ -151,7 +153,7 @@ func checkBenchJobsWorkload(t *testing.T, b *cliBundle, globals ...string) {
 			offload++
 		}
 	}
-	if w.Jobs != 40 || w.Bytes != want || w.Offloaded != offload || w.Mix != mix {
+	if w.Jobs != 40 || w.Rate != 400 || w.Seconds < 39.0/400 || w.Bytes != want || w.Offloaded != offload || w.Mix != mix {
 		t.Errorf("bench workload: %d jobs, %d bytes, %d offloaded, mix %q; want 40, %d, %d, %q", w.Jobs, w.Bytes, w.Offloaded, w.Mix, want, offload, mix)
 	}
 	if w.Seconds <= 0 || w.JobsPerSec <= 0 || w.MiBPerSec <= 0 || w.Latency.P50 <= 0 || w.Latency.P99 < w.Latency.P95 ||

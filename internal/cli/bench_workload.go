@@ -16,11 +16,12 @@ type benchWorkloadOptions struct {
 	mix                string
 	seed               uint64
 	producers, workers int
+	rate               float64
 	parsed             bench.Mix // --mix parsed by Validate
 }
 
 // Validate checks --jobs (1 to 1,000,000), --mix (bench.ParseMix),
-// --producers and --workers (1 to 256 each).
+// --producers and --workers (1 to 256 each), --rate (0 to 100,000).
 func (o *benchWorkloadOptions) Validate() error {
 	if o.jobs < 1 || o.jobs > 1_000_000 {
 		return usagef("--jobs %d: use 1 to 1000000", o.jobs)
@@ -35,6 +36,9 @@ func (o *benchWorkloadOptions) Validate() error {
 	}
 	if o.workers < 1 || o.workers > 256 {
 		return usagef("--workers %d: use 1 to 256", o.workers)
+	}
+	if !(o.rate >= 0 && o.rate <= 100_000) {
+		return usagef("--rate %g: use 0 (as fast as the producers go) to 100000 jobs/s", o.rate)
 	}
 	return nil
 }
@@ -59,7 +63,10 @@ MAX bytes) or PERCENT%:SIZE, adding up to 100%; the default is the
 articles' document jobs, mostly small with a slow tail to 40 MiB.
 
 It prints jobs/s and payload MiB/s from the first enqueue to the last
-handler, p50/p95/p99 enqueue → handler latency, the job table's bytes per
+handler, p50/p95/p99 enqueue → handler latency (as fast as the producers
+go, it includes the wait in the queue they fill; --rate paces the
+arrivals, so a rate below what the workers take measures the latency
+alone), the job table's bytes per
 job (PostgreSQL: pg_column_size of the jobs' rows and their registry rows;
 SQLite: the tables' pages, after minus before), CPU per job and this
 process's peak RssAnon and resident set, beside the load average. Payloads
@@ -75,6 +82,7 @@ kind of its own, whose jobs are deleted afterwards.`,
 	c.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the sizes drawn from --mix")
 	c.Flags().IntVar(&o.producers, "producers", bench.DefaultWorkloadProducers, "goroutines enqueueing at once")
 	c.Flags().IntVar(&o.workers, "workers", bench.DefaultWorkloadWorkers, "jobs worked at once")
+	c.Flags().Float64Var(&o.rate, "rate", 0, "jobs enqueued per second at most (an arrival rate below what the workers take measures latency without a queue); 0: as fast as the producers go")
 	return c
 }
 
@@ -108,7 +116,7 @@ func (o *benchWorkloadOptions) run(ctx context.Context, s streams) (err error) {
 		}
 	}()
 	rep, err := bench.Workload(ctx, bench.WorkloadConfig{Pipeline: b.pipe, Database: b.database, Store: b.store,
-		Jobs: o.jobs, Mix: o.parsed, Seed: o.seed, Producers: o.producers, Workers: o.workers, Log: s.err})
+		Jobs: o.jobs, Mix: o.parsed, Seed: o.seed, Producers: o.producers, Workers: o.workers, Rate: o.rate, Log: s.err})
 	if err != nil {
 		return err
 	}
