@@ -263,6 +263,11 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 	return p, nil
 }
 
+// FetchCooldown is the least time between two fetches of a River client
+// (river.Config.FetchCooldown) of a pipeline; the comparisons with plain
+// River (internal/benchlab) configure it the same.
+const FetchCooldown = 5 * time.Millisecond
+
 func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 	return &river.Config{
 		CancelledJobRetentionPeriod: p.cfg.DeadLetterRetention,
@@ -275,8 +280,14 @@ func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 		RetryPolicy:          retryPolicy{p.cfg.Retry},
 		Logger:               p.logger,
 		Workers:              workers,
-		FetchPollInterval:    100 * time.Millisecond,
-		FetchCooldown:        20 * time.Millisecond,
+		// A worker fetches at most every FetchCooldown while jobs keep
+		// coming, taking as many as it has free slots: with 2 workers and
+		// small jobs, 20 ms capped throughput at 2 jobs per 20 ms (97 jobs/s
+		// on SQLite and PostgreSQL, bench workload, 400 jobs of 1 B-8 KiB,
+		// load 3), 5 ms gave 225 (SQLite) and 320-350 (PostgreSQL) at
+		// less CPU per job. River's default is 100 ms.
+		FetchPollInterval: 100 * time.Millisecond,
+		FetchCooldown:     FetchCooldown,
 		// River's own spans and metrics (river.insert_many, river.work),
 		// on the store's providers; the trace context of each insert goes
 		// into the job's metadata (traceparent), never into its ticket.

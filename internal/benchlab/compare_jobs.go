@@ -124,7 +124,7 @@ func (plainArgs) Kind() string { return riverKindPlain }
 //     line (claimcheck's after verification), in ms.
 //
 // Both sides use River's fetch settings of the pipeline (100 ms poll,
-// 20 ms cooldown), the same database and the same worker count; plain
+// pipeline.FetchCooldown), the same database and the same worker count; plain
 // River on PostgreSQL is River's pgx driver (riverpgxv5), on SQLite
 // riversqlite over the pipeline's connection.
 func CompareJobs(ctx context.Context, cfg JobsCompareConfig) (*CompareReport, error) {
@@ -296,7 +296,7 @@ func (j *jobsCompare) teardown(ctx context.Context) {
 // riverConfig is plain River's configuration: the pipeline's fetch
 // settings (pipeline.Open's River config).
 func (j *jobsCompare) riverConfig(workers *river.Workers) *river.Config {
-	c := &river.Config{FetchPollInterval: 100 * time.Millisecond, FetchCooldown: 20 * time.Millisecond,
+	c := &river.Config{FetchPollInterval: 100 * time.Millisecond, FetchCooldown: pipeline.FetchCooldown,
 		Logger: slog.New(slog.DiscardHandler), Workers: workers}
 	if workers != nil {
 		c.Queues = map[string]river.QueueConfig{riverQueue: {MaxWorkers: compareJobWorkers}}

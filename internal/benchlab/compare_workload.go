@@ -309,7 +309,7 @@ func (t *riverTarget) open(ctx context.Context) error {
 }
 
 func (t *riverTarget) config(workers *river.Workers) *river.Config {
-	c := &river.Config{FetchPollInterval: 100 * time.Millisecond, FetchCooldown: 20 * time.Millisecond,
+	c := &river.Config{FetchPollInterval: 100 * time.Millisecond, FetchCooldown: pipeline.FetchCooldown,
 		Logger: slog.New(slog.DiscardHandler), Workers: workers}
 	if workers != nil {
 		c.Queues = map[string]river.QueueConfig{riverWorkloadKind: {MaxWorkers: t.workers}}
