@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/registry"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 )
 
 // CheckIn checks r in for tenant as Store().CheckIn does, after committing
@@ -227,14 +228,6 @@ func (p *Pipeline) deleteUnheld(ctx context.Context, t *claimcheck.Ticket, relea
 	return deleted, asUnavailable(err)
 }
 
-// asUnavailable marks err, a failure of the job database, as
-// claimcheck.ErrUnavailable unless it is classified already (a permanent
-// failure, such as a payload found missing, stays permanent): retry
-// policies then wait for the database without spending attempts. nil
-// stays nil.
-func asUnavailable(err error) error {
-	if err == nil || claimcheck.Classify(err) != claimcheck.FailureTransient {
-		return err
-	}
-	return fmt.Errorf("%w: %w", err, claimcheck.ErrUnavailable)
-}
+// asUnavailable is jobdb.AsUnavailable: err, a failure of the job
+// database, marked claimcheck.ErrUnavailable unless classified already.
+func asUnavailable(err error) error { return jobdb.AsUnavailable(err) }
