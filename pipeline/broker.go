@@ -159,7 +159,7 @@ func (p *Pipeline) Inbox() broker.Inbox { return inbox.New(p.inboxHost()) }
 
 // inboxHost is what pipeline/internal/inbox needs of p.
 func (p *Pipeline) inboxHost() *inbox.Host {
-	return &inbox.Host{DB: p.db, Store: p.store, Logger: p.logger, CheckInResult: p.checkInResult, Anchor: p.anchor, DeleteUnheld: p.deleteUnheld}
+	return &inbox.Host{DB: p.db, Store: p.store, Logger: p.logger, CheckInResult: p.ci.CheckInResult, Anchor: p.ci.Anchor, DeleteUnheld: p.ci.DeleteUnheld}
 }
 
 // PruneInbox deletes the inbox's records (claimcheck_consumed) of

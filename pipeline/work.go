@@ -727,7 +727,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 				}
 				copts := &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true}
 				var err error
-				rt, err = w.p.checkInResult(ctx, st, job.Args.Tenant, body, copts)
+				rt, err = w.p.ci.CheckInResult(ctx, st, job.Args.Tenant, body, copts)
 				if err != nil {
 					return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
 				}
@@ -743,7 +743,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 				// attempt checks the result in anew. Not so once the
 				// outcome record names it: the next attempt completes
 				// the job with it (anchor finds the object).
-				w.p.dropIntent(ctx, rt)
+				w.p.ci.DropIntent(ctx, rt)
 			}
 		}()
 	}
@@ -799,7 +799,7 @@ func (w *worker) complete(ctx context.Context, job *river.Job[jobArgs], result *
 func (w *worker) completeTx(ctx context.Context, job *river.Job[jobArgs], rt *claimcheck.Ticket, checkIn, record func() error) error {
 	err := w.p.inTx(ctx, func(tx *sql.Tx) error {
 		if rt != nil {
-			if err := w.p.anchor(ctx, tx, rt, "record the result"); err != nil {
+			if err := w.p.ci.Anchor(ctx, tx, rt, "record the result"); err != nil {
 				return err
 			}
 			if err := register(ctx, tx, job.ID, roleResult, rt); err != nil {
