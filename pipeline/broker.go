@@ -1,18 +1,24 @@
 package pipeline
 
+// Work over a broker source (BrokerSource), the consumers' inbox on the job
+// database (Inbox), deletion on acknowledgement (Release) and the outbox's
+// emptiness (OutboxEmpty); pipeline/internal/inbox holds their machinery,
+// pipeline/internal/outbox the relay (relay.go).
+
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/riverqueue/river"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
+	"github.com/claimcheck/claimcheck/pipeline/internal/inbox"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
+	"github.com/claimcheck/claimcheck/pipeline/internal/outbox"
 )
 
 // BrokerSource makes Work take its jobs from a broker transport instead of
@@ -60,9 +66,9 @@ type BrokerSource struct {
 // defaultIdle is BrokerSource.Idle's default.
 const defaultIdle = 3 * time.Second
 
-// workBroker is Work over a broker source: Concurrency consumers, and the
-// relay of the source's destination, until ctx is done or the stop rule
-// holds; then it drains like the job database's worker.
+// workBroker is Work over a broker source (inbox.Consume): Concurrency
+// consumers, and the relay of the source's destination, until ctx is done
+// or the stop rule holds; then it drains like the job database's worker.
 func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 	src := opts.Broker
 	if src.Transport == nil {
@@ -75,162 +81,33 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 	if drain.timeout == 0 {
 		drain.timeout = DefaultDrainTimeout
 	}
-	var last atomic.Int64 // unix nanos of the last settled delivery
-	last.Store(time.Now().UnixNano())
-	// due: unix nanos by which every delivery this worker sent back with a
-	// delay (retried with backoff, or a payload within the store's
-	// consistency grace) is due again; UntilEmpty waits for it.
-	var due atomic.Int64
-	// Handlers run on a context a stop does not cancel: the drain decides.
-	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRun()
-	var wg sync.WaitGroup
-	errc := make(chan error, opts.Concurrency+1)
-	relayCtx, cancelRelay := context.WithCancel(runCtx)
-	defer cancelRelay()
-	if src.Relay != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errc <- p.Relay(relayCtx, RelayOptions{Destination: src.Relay, Broker: src.RelayBroker, Transport: src.Transport, Format: src.RelayFormat, OnSent: src.OnRelayed})
-		}()
-	}
-	var inflight sync.Map // delivery ID → description, for the drain's messages
 	co := src.Consume
-	co.Handlers, co.Policy, co.Inbox = opts.Handlers, p.cfg.Retry, p.Inbox()
+	co.Policy, co.Inbox = p.cfg.Retry, p.Inbox()
 	if src.DeleteOnAck {
 		co.DeleteOnAck = p
 	}
 	co.OnError = src.OnError
-	co.Handlers = make(map[string]claimcheck.Handler, len(opts.Handlers))
-	for kind, h := range opts.Handlers {
-		var tracked claimcheck.Handler = claimcheck.HandlerFunc(func(hctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
-			key := job.ID + "/" + strconv.Itoa(job.Attempt)
-			inflight.Store(key, fmt.Sprintf("job %s (%s, attempt %d)", job.ID, job.Kind, job.Attempt))
-			defer inflight.Delete(key)
-			return h.Handle(hctx, job)
-		})
-		if claimcheck.IsLazy(h) {
-			tracked = claimcheck.Lazy(tracked)
-		}
-		co.Handlers[kind] = tracked
-	}
-	co.OnDone = func(_ *broker.Delivery, bo broker.Outcome) {
-		now := time.Now()
-		last.Store(now.UnixNano())
-		if bo.Action == broker.Retried && bo.Delay > 0 {
-			at := now.Add(bo.Delay).UnixNano()
-			for old := due.Load(); at > old && !due.CompareAndSwap(old, at); old = due.Load() {
+	c := inbox.Consumer{
+		Transport: src.Transport, Store: p.store, Consume: co, Handlers: opts.Handlers,
+		Concurrency: opts.Concurrency, Idle: src.Idle, Until: src.Until, UntilEmpty: opts.UntilEmpty,
+		OnSettled:   src.OnSettled,
+		OnDuplicate: func() { p.tel.Dups.Add(context.Background(), 1) },
+		OnDone: func(bo broker.Outcome) {
+			o := brokerOutcome(bo)
+			p.observe(context.Background(), o)
+			if opts.OnDone != nil {
+				opts.OnDone(o)
 			}
-		}
-		if src.OnSettled != nil {
-			src.OnSettled(bo)
-		}
-		if bo.Duplicate {
-			p.tel.Dups.Add(context.Background(), 1)
-			return
-		}
-		o := brokerOutcome(bo)
-		p.observe(context.Background(), o)
-		if opts.OnDone != nil {
-			opts.OnDone(o)
-		}
+		},
+		DrainTimeout: drain.timeout, Abort: drain.abort, Say: drain.say, SayStopping: drain.sayStopping,
 	}
-	stopReceiving := make(chan struct{})
-	co.Drain = stopReceiving
-	var consumers sync.WaitGroup
-	for range opts.Concurrency {
-		consumers.Add(1)
-		go func() {
-			defer consumers.Done()
-			errc <- broker.Consume(runCtx, src.Transport, p.store, co)
-		}()
-	}
-	until := src.Until
-	if until == nil && opts.UntilEmpty {
-		until = func(ctx context.Context) (bool, error) {
-			if time.Since(time.Unix(0, last.Load())) < src.Idle || time.Now().Before(time.Unix(0, due.Load()).Add(src.Idle)) {
-				// Within Idle of the last settlement, or of the time a
-				// delivery sent back with a delay is due again.
-				return false, nil
-			}
-			if src.Relay == "" {
-				return true, nil
-			}
-			return p.OutboxEmptyFor(ctx, src.Relay, src.RelayBroker)
+	if src.Relay != "" {
+		c.Relay = func(ctx context.Context) error {
+			return p.Relay(ctx, RelayOptions{Destination: src.Relay, Broker: src.RelayBroker, Transport: src.Transport, Format: src.RelayFormat, OnSent: src.OnRelayed})
 		}
+		c.RelayEmpty = func(ctx context.Context) (bool, error) { return p.OutboxEmptyFor(ctx, src.Relay, src.RelayBroker) }
 	}
-	var err error
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case err = <-errc:
-			if err != nil {
-				break loop
-			}
-		case <-tick.C:
-			if until == nil {
-				continue
-			}
-			done, uerr := until(runCtx)
-			if uerr != nil {
-				err = uerr
-				break loop
-			}
-			if done {
-				break loop
-			}
-		}
-	}
-	// Stop receiving; let running handlers finish within the drain
-	// timeout, then cancel them (their deliveries go back to the queue,
-	// broker.Released); then stop the relay.
-	close(stopReceiving)
-	if ctx.Err() != nil {
-		drain.sayStopping("messages", describe(&inflight))
-	}
-	finished := make(chan struct{})
-	go func() { consumers.Wait(); close(finished) }()
-	deadline := time.NewTimer(max(drain.timeout, 0))
-	defer deadline.Stop()
-	select {
-	case <-finished:
-	case <-deadline.C:
-		if running := describe(&inflight); running != "" {
-			drain.say("drain timeout of %s: %s go back to the queue, attempt not spent", drain.timeout, running)
-		}
-		cancelRun()
-		<-finished
-	case <-drain.abort:
-		if running := describe(&inflight); running != "" {
-			drain.say("stopping at once: %s go back to the queue, attempt not spent", running)
-		}
-		cancelRun()
-		<-finished
-	}
-	cancelRelay()
-	wg.Wait()
-	close(errc)
-	for e := range errc {
-		if err == nil && e != nil && !errors.Is(e, context.Canceled) {
-			err = e
-		}
-	}
-	return err
-}
-
-// describe lists the in-flight deliveries of a broker worker.
-func describe(inflight *sync.Map) string {
-	var parts []string
-	inflight.Range(func(_, v any) bool {
-		parts = append(parts, v.(string))
-		return true
-	})
-	return strings.Join(parts, ", ")
+	return inbox.Consume(ctx, c)
 }
 
 // brokerOutcome is a broker delivery's outcome as Work's Outcome.
@@ -272,4 +149,76 @@ func (p *Pipeline) UntilFinished(ids ...int64) func(context.Context) (bool, erro
 		}
 		return true, nil
 	}
+}
+
+// Inbox is the idempotent receiver of broker consumers (broker.Inbox) on
+// this pipeline's database: one row per message (idempotency key) and
+// consuming queue in claimcheck_consumed with the latest outcome, and a
+// claims-registry row for each result.
+func (p *Pipeline) Inbox() broker.Inbox { return inbox.New(p.inboxHost()) }
+
+// inboxHost is what pipeline/internal/inbox needs of p.
+func (p *Pipeline) inboxHost() *inbox.Host {
+	return &inbox.Host{DB: p.db, Store: p.store, Logger: p.logger, CheckInResult: p.ci.CheckInResult, Anchor: p.ci.Anchor, DeleteUnheld: p.ci.DeleteUnheld}
+}
+
+// PruneInbox deletes the inbox's records (claimcheck_consumed) of
+// messages last settled before cutoff, with their release counts
+// (claimcheck_released), and returns how many messages it forgot. Without
+// it both tables grow by a row per message and consuming queue forever.
+//
+// Choose cutoff no later than now less the results' retention
+// (claimcheck.Retention.ResultTotal, docs/invariants.md, invariant 5): by
+// then the payload and any result have expired, so a record is no longer
+// needed to skip a redelivery (which would fail payload-missing anyway),
+// to list a broker dead letter (which could no longer be replayed) or to
+// find a result. Settlement times are the consumers' clocks; a skew of
+// minutes is nothing against a retention of days.
+//
+// Errors: the database's, wrapped.
+func (p *Pipeline) PruneInbox(ctx context.Context, cutoff time.Time) (int64, error) {
+	return inbox.Prune(ctx, p.db, cutoff)
+}
+
+// Release implements broker.Releaser (opt-in deletion on acknowledgement):
+// it deletes outbox entry job's registry row for t's object held for
+// queue (the entry's one payload row, or, when its destination fans out,
+// the row of that queue) and, if no registry row (no other queue's copy
+// unprocessed, no other subscriber's entry, pending or
+// acknowledged-but-unreleased, and no job of the pipeline) and no check-in
+// intent refers to the object any more, the object itself. A row already
+// released leaves only the deletion to retry. It reports whether this call
+// deleted the object (false if it was gone already).
+//
+// The row's removal, the look-up and the store's delete happen in one
+// transaction under the object's key lock, which check-ins that reuse the
+// object take too (deleteUnheld, internal/registry): a check-in of the same
+// bytes either comes first, and the object is kept for it, or after the
+// delete, and writes the object again. A failed delete rolls the row's
+// removal back.
+func (p *Pipeline) Release(ctx context.Context, job int64, queue string, t *claimcheck.Ticket) (bool, error) {
+	return inbox.New(p.inboxHost()).Release(ctx, job, queue, t)
+}
+
+// inTx runs fn in a transaction, committed if fn returns nil.
+func (p *Pipeline) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return jobdb.InTx(ctx, p.db, fn)
+}
+
+// OutboxEmpty reports whether destination's outbox holds no entry waiting
+// to be sent (every entry sent or dead).
+//
+// OutboxEmptyFor is OutboxEmpty counting only the entries a relay for
+// broker (RelayOptions.Broker) publishes.
+func (p *Pipeline) OutboxEmpty(ctx context.Context, destination string) (bool, error) {
+	return p.OutboxEmptyFor(ctx, destination, "")
+}
+
+// OutboxEmptyFor: see OutboxEmpty.
+func (p *Pipeline) OutboxEmptyFor(ctx context.Context, destination, broker string) (bool, error) {
+	res, err := p.client.JobList(ctx, outbox.BrokerFilter(river.NewJobListParams().Queues(outboxQueue(destination)).States(pendingStates...).First(1), broker))
+	if err != nil {
+		return false, fmt.Errorf("pipeline: poll outbox %s: %w", destination, err)
+	}
+	return len(res.Jobs) == 0, nil
 }

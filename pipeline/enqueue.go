@@ -215,7 +215,7 @@ func (p *Pipeline) enqueue(ctx context.Context, kind, tenant string, r io.Reader
 	if len(opts.Attachments) > 0 {
 		t, m, err = p.checkInDocuments(ctx, st, tenant, r, opts)
 	} else {
-		t, err = p.checkInTo(ctx, st, tenant, r, &opts.CheckIn)
+		t, err = p.ci.CheckIn(ctx, st, tenant, r, &opts.CheckIn)
 	}
 	if err != nil {
 		return nil, err
@@ -250,20 +250,20 @@ func (p *Pipeline) checkInDocuments(ctx context.Context, st *claimcheck.Store, t
 	if r != nil {
 		o := opts.CheckIn
 		o.Offload = true
-		t, err := p.checkInTo(ctx, st, tenant, r, &o)
+		t, err := p.ci.CheckIn(ctx, st, tenant, r, &o)
 		if err != nil {
 			return fail(fmt.Errorf("pipeline: check in the main payload: %w", err))
 		}
 		m.Payload = t
 	}
 	for i, a := range opts.Attachments {
-		t, err := p.checkInTo(ctx, st, tenant, a.Body, &claimcheck.CheckInOptions{ContentType: a.ContentType, Offload: true})
+		t, err := p.ci.CheckIn(ctx, st, tenant, a.Body, &claimcheck.CheckInOptions{ContentType: a.ContentType, Offload: true})
 		if err != nil {
 			return fail(fmt.Errorf("pipeline: check in attachment %q (%d of %d): %w", a.Name, i+1, len(opts.Attachments), err))
 		}
 		m.Attachments = append(m.Attachments, claimcheck.Attachment{Name: a.Name, Ticket: t})
 	}
-	t, err := p.checkInManifestTo(ctx, st, tenant, m)
+	t, err := p.ci.CheckInManifest(ctx, st, tenant, m)
 	if err != nil {
 		return fail(fmt.Errorf("pipeline: check in the manifest of %d attachments: %w", len(m.Attachments), err))
 	}
@@ -283,7 +283,7 @@ func (p *Pipeline) discardAll(ctx context.Context, what string, t *claimcheck.Ti
 		ts = append(ts, m.Tickets()...)
 	}
 	for _, t := range ts {
-		if err := p.discard(ctx, t); err != nil && what != "" {
+		if err := p.ci.Discard(ctx, t); err != nil && what != "" {
 			p.logger.Warn("pipeline: could not delete the object of "+what+"; a sweep removes it", "ticket", t.String(), "error", err)
 		}
 	}
@@ -396,13 +396,13 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 		slices.SortFunc(anchored, func(a, b *claimcheck.Ticket) int { return strings.Compare(a.Key, b.Key) })
 	}
 	for _, a := range anchored {
-		if err := p.anchor(ctx, tx, a, "enqueue"); err != nil {
+		if err := p.ci.Anchor(ctx, tx, a, "enqueue"); err != nil {
 			return nil, err
 		}
 	}
 	// A ticket sealed outside this pipeline's check-ins records its key
 	// with the job (docs/invariants.md, keys).
-	if err := p.recordTicketKey(ctx, tx, st, t); err != nil {
+	if err := p.ci.RecordTicketKey(ctx, tx, st, t); err != nil {
 		return nil, err
 	}
 	if len(opts.Destinations) == 0 {

@@ -35,7 +35,7 @@ func (b *testBundle) enqueueLegacy(t *testing.T, kind, tenant, payload, key, des
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if err := b.p.anchor(b.ctx, tx, tk, "enqueue"); err != nil {
+	if err := b.p.ci.Anchor(b.ctx, tx, tk, "enqueue"); err != nil {
 		t.Fatal(err)
 	}
 	opts := &river.InsertOpts{Queue: kind}

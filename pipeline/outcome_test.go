@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
+	"github.com/claimcheck/claimcheck/pipeline/internal/inbox"
 )
 
 // A job attempted before whose outcome record (docs/invariants.md,
@@ -26,7 +27,7 @@ func TestOutcomeRecordSettlesRetriedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := outcomeKey(strconv.FormatInt(res.JobID, 10), row.CreatedAt)
+	key := inbox.OutcomeKey(strconv.FormatInt(res.JobID, 10), row.CreatedAt)
 	var runs atomic.Int32
 	h := claimcheck.HandlerFunc(func(ctx context.Context, job *claimcheck.Job) (*claimcheck.Result, error) {
 		runs.Add(1)
@@ -38,7 +39,7 @@ func TestOutcomeRecordSettlesRetriedJob(t *testing.T) {
 			return nil, err
 		}
 		enc, _ := rt.Marshal()
-		if err := writeOutcome(ctx, b.store, key, &outcomeRecord{Job: job.ID, Kind: job.Kind, Attempt: job.Attempt, Result: enc}); err != nil {
+		if err := inbox.WriteOutcome(ctx, b.store, key, &inbox.OutcomeRecord{Job: job.ID, Kind: job.Kind, Attempt: job.Attempt, Result: enc}); err != nil {
 			return nil, err
 		}
 		return nil, errors.New("lease lost after the handler finished")

@@ -23,7 +23,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +34,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
+	"github.com/claimcheck/claimcheck/pipeline/internal/checkin"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
@@ -167,11 +167,11 @@ type Pipeline struct {
 	tel        *jobtel.Instruments
 	gauges     metric.Registration // the observable gauges' (registerGauges), nil if none
 	gaugeNow   func() time.Time    // the gauges' clock (nil: time.Now), for tests
-	dbID       string              // claimcheck_meta's database_id (namespace.go)
+	dbID       string              // claimcheck_meta's database_id (checkin.DatabaseID)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 	lastWake   atomic.Int64        // unix nanos of the last wakeWaiting
 	back       backSignal          // wakes untilDone's waits (work.go)
-	keys       sync.Map            // key ids this process recorded in claimcheck_key (recordKey)
+	ci         *checkin.Intents    // check-ins with their intents, key records (intent.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -238,10 +238,15 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, db: d.DB, listen: d.Listen, dialect: d.Target.Dialect, store: cfg.Store, stores: stores, storeNames: storeNames, driver: d.Driver, logger: logger, tel: jobtel.New(cfg.Store)}
-	if p.dbID, err = databaseID(ctx, d.DB, !cfg.ReadOnly); err == nil {
+	p.ci = &checkin.Intents{DB: p.db, Dialect: p.dialect, Logger: logger, StoreFor: p.storeFor}
+	if p.dbID, err = checkin.DatabaseID(ctx, d.DB, !cfg.ReadOnly); err == nil {
 		for _, st := range p.Stores() {
-			if err = p.claimNamespace(ctx, st, d.Target.String(), cfg.ReadOnly); err != nil {
+			var unchecked string
+			if unchecked, err = checkin.ClaimNamespace(ctx, p.db, logger, p.dbID, st, d.Target.String(), cfg.ReadOnly); err != nil {
 				break
+			}
+			if unchecked != "" {
+				p.unchecked = append(p.unchecked, unchecked)
 			}
 		}
 	}

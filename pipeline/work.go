@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/inbox"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
 )
@@ -584,12 +585,12 @@ func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.J
 		return fmt.Errorf("pipeline: no handler for kind %q in this worker", job.Args.JobKind)
 	}
 	id := strconv.FormatInt(job.ID, 10)
-	okey := outcomeKey(id, job.CreatedAt)
+	okey := inbox.OutcomeKey(id, job.CreatedAt)
 	if attemptedBefore(job) {
 		// An earlier attempt's handler may have finished and its
 		// completion failed: its outcome record settles the job without
 		// running the handler again (docs/invariants.md, invariant 12).
-		rec, err := readOutcome(ctx, st, okey, id)
+		rec, err := inbox.ReadOutcome(ctx, st, okey, id)
 		if err != nil {
 			return err
 		}
@@ -606,7 +607,7 @@ func (w *worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.J
 			// intent's grace period): nothing is left to complete the job
 			// with, so the handler runs again.
 			w.p.logger.WarnContext(ctx, "pipeline: a job's outcome record names a result whose object is gone: running its handler again", "job", job.ID, "error", err.Error())
-			w.p.deleteOutcome(ctx, st, okey, id)
+			inbox.DeleteOutcome(ctx, w.p.logger, st, okey, id)
 		}
 	}
 	cj := &claimcheck.Job{ID: id, Kind: job.Args.JobKind, Tenant: job.Args.Tenant, Attempt: job.Attempt}
@@ -633,7 +634,7 @@ func attemptedBefore(job *river.Job[jobArgs]) bool {
 // registered and the job completed as finish would have, then the record
 // is deleted. Errors: claimcheck.ErrPayloadMissing when the recorded
 // result's object is gone; the completion's errors as finish's.
-func (w *worker) settleFromOutcome(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs], rec *outcomeRecord, okey string) error {
+func (w *worker) settleFromOutcome(ctx context.Context, st *claimcheck.Store, job *river.Job[jobArgs], rec *inbox.OutcomeRecord, okey string) error {
 	var rt *claimcheck.Ticket
 	if len(rec.Result) > 0 {
 		var err error
@@ -648,7 +649,7 @@ func (w *worker) settleFromOutcome(ctx context.Context, st *claimcheck.Store, jo
 	if err := w.complete(ctx, job, &rt, gone); err != nil {
 		return err
 	}
-	w.p.deleteOutcome(ctx, st, okey, rec.Job)
+	inbox.DeleteOutcome(ctx, w.p.logger, st, okey, rec.Job)
 	return nil
 }
 
@@ -697,7 +698,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 	// writeRecord writes the job's outcome record, naming rt, because of
 	// cause (the database's failure).
 	writeRecord := func(cause error) {
-		rec := &outcomeRecord{Job: id, Kind: job.Args.JobKind, Attempt: job.Attempt}
+		rec := &inbox.OutcomeRecord{Job: id, Kind: job.Args.JobKind, Attempt: job.Attempt}
 		if rt != nil {
 			enc, err := rt.Marshal()
 			if err != nil {
@@ -705,7 +706,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 			}
 			rec.Result = enc
 		}
-		if err := writeOutcome(ctx, st, okey, rec); err != nil {
+		if err := inbox.WriteOutcome(ctx, st, okey, rec); err != nil {
 			w.p.logger.WarnContext(ctx, "pipeline: write a finished job's outcome record", "job", job.ID, "error", err.Error())
 			return
 		}
@@ -726,7 +727,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 				}
 				copts := &claimcheck.CheckInOptions{ContentType: res.ContentType, Result: true}
 				var err error
-				rt, err = w.p.checkInResult(ctx, st, job.Args.Tenant, body, copts)
+				rt, err = w.p.ci.CheckInResult(ctx, st, job.Args.Tenant, body, copts)
 				if err != nil {
 					return fmt.Errorf("claimcheck: check in result of %s: %w", job.Args.JobKind, err)
 				}
@@ -742,7 +743,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 				// attempt checks the result in anew. Not so once the
 				// outcome record names it: the next attempt completes
 				// the job with it (anchor finds the object).
-				w.p.dropIntent(ctx, rt)
+				w.p.ci.DropIntent(ctx, rt)
 			}
 		}()
 	}
@@ -757,7 +758,7 @@ func (w *worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 		}
 	})
 	if err == nil && recorded {
-		w.p.deleteOutcome(ctx, st, okey, id)
+		inbox.DeleteOutcome(ctx, w.p.logger, st, okey, id)
 	}
 	return err
 }
@@ -798,7 +799,7 @@ func (w *worker) complete(ctx context.Context, job *river.Job[jobArgs], result *
 func (w *worker) completeTx(ctx context.Context, job *river.Job[jobArgs], rt *claimcheck.Ticket, checkIn, record func() error) error {
 	err := w.p.inTx(ctx, func(tx *sql.Tx) error {
 		if rt != nil {
-			if err := w.p.anchor(ctx, tx, rt, "record the result"); err != nil {
+			if err := w.p.ci.Anchor(ctx, tx, rt, "record the result"); err != nil {
 				return err
 			}
 			if err := register(ctx, tx, job.ID, roleResult, rt); err != nil {

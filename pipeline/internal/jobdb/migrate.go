@@ -187,7 +187,7 @@ var registrySchema = []registryStep{
 	},
 	{
 		// The job database's identity and the store namespaces it owns
-		// (namespace.go): name → value.
+		// (pipeline/internal/checkin/namespace.go): name → value.
 		name:  "create table claimcheck_meta",
 		table: "claimcheck_meta",
 		sql:   `CREATE TABLE IF NOT EXISTS claimcheck_meta (name TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL)`,

@@ -52,3 +52,15 @@ func InTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	}
 	return nil
 }
+
+// AsUnavailable marks err, a failure of the job database, as
+// claimcheck.ErrUnavailable unless it is classified already (a permanent
+// failure, such as a payload found missing, stays permanent): retry
+// policies then wait for the database without spending attempts. nil
+// stays nil.
+func AsUnavailable(err error) error {
+	if err == nil || claimcheck.Classify(err) != claimcheck.FailureTransient {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, claimcheck.ErrUnavailable)
+}

@@ -3,8 +3,8 @@
 // claimcheck-outbox-DESTINATION) to a broker, in batches, registering the
 // payload per fan-out queue, and retries them through any outage. Package
 // pipeline runs it (Pipeline.Relay) on its River client and forwards its
-// public names; the inbox and deletion on acknowledgement stay in package
-// pipeline (inbox.go).
+// public names; the inbox and deletion on acknowledgement are
+// pipeline/internal/inbox's.
 package outbox
 
 import (

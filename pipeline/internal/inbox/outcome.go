@@ -1,4 +1,4 @@
-package pipeline
+package inbox
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 // the one thing claimcheck cannot take back. The job database records it
 // with the job's completion; when that completion fails on its first try
 // (the database is unavailable), the worker first writes the outcome to
-// the job's store, under outcomeKey, and only then keeps retrying the
+// the job's store, under OutcomeKey, and only then keeps retrying the
 // completion. Every later attempt of a job that has been attempted before
 // reads the record before it runs the handler, and settles the job from
 // it instead. The fast path (the completion succeeds at once) writes no
@@ -31,11 +32,11 @@ import (
 // outcomeVersion is the version of the outcome record's JSON.
 const outcomeVersion = 1
 
-// outcomeRecord is an outcome record: what a finished handler came to. It
+// OutcomeRecord is an outcome record: what a finished handler came to. It
 // holds no payload bytes: the result is referred to by its ticket (an
 // inline result's ticket carries its sealed bytes, as the job's output in
 // the job database does).
-type outcomeRecord struct {
+type OutcomeRecord struct {
 	Version int    `json:"version"`
 	Job     string `json:"job"` // the job's id, or a broker message's key
 	Kind    string `json:"kind"`
@@ -47,18 +48,18 @@ type outcomeRecord struct {
 	Written time.Time `json:"written"`
 }
 
-// outcomeKey is the key, inside the store's namespace, of the outcome
+// OutcomeKey is the key, inside the store's namespace, of the outcome
 // record of the job id created at created: outcomes/<id>-<created, in
 // microseconds since the Unix epoch, base 36>.json. The creation time
 // tells apart two jobs of one id (a job database recreated on the same
 // namespace).
-func outcomeKey(id string, created time.Time) string {
+func OutcomeKey(id string, created time.Time) string {
 	return claimcheck.PrefixOutcomes + id + "-" + strconv.FormatInt(created.UnixMicro(), 36) + ".json"
 }
 
-// writeOutcome writes rec at key. Errors: the store's, classified
+// WriteOutcome writes rec at key. Errors: the store's, classified
 // (claimcheck.StoreError).
-func writeOutcome(ctx context.Context, st *claimcheck.Store, key string, rec *outcomeRecord) error {
+func WriteOutcome(ctx context.Context, st *claimcheck.Store, key string, rec *OutcomeRecord) error {
 	rec.Version = outcomeVersion
 	rec.Written = time.Now().UTC()
 	b, err := json.Marshal(rec)
@@ -71,10 +72,10 @@ func writeOutcome(ctx context.Context, st *claimcheck.Store, key string, rec *ou
 	return nil
 }
 
-// readOutcome reads the outcome record at key: nil, nil when there is
+// ReadOutcome reads the outcome record at key: nil, nil when there is
 // none. Errors: the store's, classified; claimcheck.ErrPayloadCorrupt for
 // a record that does not parse.
-func readOutcome(ctx context.Context, st *claimcheck.Store, key, job string) (*outcomeRecord, error) {
+func ReadOutcome(ctx context.Context, st *claimcheck.Store, key, job string) (*OutcomeRecord, error) {
 	r, err := st.Bucket().NewReader(ctx, key, nil)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, nil
@@ -87,28 +88,29 @@ func readOutcome(ctx context.Context, st *claimcheck.Store, key, job string) (*o
 	if err != nil {
 		return nil, claimcheck.StoreError("pipeline: read the outcome record of job "+job, err)
 	}
-	var rec outcomeRecord
+	var rec OutcomeRecord
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != outcomeVersion {
 		return nil, fmt.Errorf("pipeline: the outcome record of job %s does not parse (version %d): %v: %w", job, rec.Version, err, claimcheck.ErrPayloadCorrupt)
 	}
 	return &rec, nil
 }
 
-// deleteOutcome removes the outcome record at key once its job is
-// settled; a failure only leaves it for the sweep.
-func (p *Pipeline) deleteOutcome(ctx context.Context, st *claimcheck.Store, key, job string) {
+// DeleteOutcome removes the outcome record at key once its job is
+// settled; a failure only leaves it for the sweep, with a warning to
+// logger.
+func DeleteOutcome(ctx context.Context, logger *slog.Logger, st *claimcheck.Store, key, job string) {
 	if err := st.Bucket().Delete(context.WithoutCancel(ctx), key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-		p.logger.WarnContext(ctx, "pipeline: delete a settled job's outcome record (a sweep removes it)", "job", job, "error", err.Error())
+		logger.WarnContext(ctx, "pipeline: delete a settled job's outcome record (a sweep removes it)", "job", job, "error", err.Error())
 	}
 }
 
-// brokerOutcomeKey is the key, inside the store's namespace, of the
+// BrokerOutcomeKey is the key, inside the store's namespace, of the
 // outcome record of the message with idempotency key id consumed from
 // queue: outcomes/broker-<the first 32 hex digits of SHA-256(queue, NUL,
 // id)>.json. Hashed, so that neither name (chosen by producers) reaches a
 // key; a sweep removes a record left behind by its age, as it does a
 // job's.
-func brokerOutcomeKey(queue, id string) string {
+func BrokerOutcomeKey(queue, id string) string {
 	sum := sha256.Sum256([]byte(queue + "\x00" + id))
 	return claimcheck.PrefixOutcomes + "broker-" + hex.EncodeToString(sum[:16]) + ".json"
 }
@@ -116,8 +118,8 @@ func brokerOutcomeKey(queue, id string) string {
 // KeepOutcome implements broker.OutcomeKeeper: it writes o's outcome
 // record (its result ticket, no payload bytes) to the pipeline's store.
 // Errors: the store's, classified.
-func (in inbox) KeepOutcome(ctx context.Context, o broker.Outcome) error {
-	rec := &outcomeRecord{Job: o.ID, Kind: o.Kind, Attempt: o.Attempt}
+func (in Inbox) KeepOutcome(ctx context.Context, o broker.Outcome) error {
+	rec := &OutcomeRecord{Job: o.ID, Kind: o.Kind, Attempt: o.Attempt}
 	if o.Result != nil {
 		enc, err := o.Result.Marshal()
 		if err != nil {
@@ -125,14 +127,14 @@ func (in inbox) KeepOutcome(ctx context.Context, o broker.Outcome) error {
 		}
 		rec.Result = enc
 	}
-	return writeOutcome(ctx, in.p.store, brokerOutcomeKey(o.Queue, o.ID), rec)
+	return WriteOutcome(ctx, in.h.Store, BrokerOutcomeKey(o.Queue, o.ID), rec)
 }
 
 // KeptOutcome implements broker.OutcomeKeeper. Errors: the store's,
 // classified; claimcheck.ErrPayloadCorrupt for a record or result ticket
 // that does not parse.
-func (in inbox) KeptOutcome(ctx context.Context, o broker.Outcome) (*claimcheck.Ticket, bool, error) {
-	rec, err := readOutcome(ctx, in.p.store, brokerOutcomeKey(o.Queue, o.ID), o.ID)
+func (in Inbox) KeptOutcome(ctx context.Context, o broker.Outcome) (*claimcheck.Ticket, bool, error) {
+	rec, err := ReadOutcome(ctx, in.h.Store, BrokerOutcomeKey(o.Queue, o.ID), o.ID)
 	if err != nil || rec == nil {
 		return nil, false, err
 	}
@@ -147,6 +149,6 @@ func (in inbox) KeptOutcome(ctx context.Context, o broker.Outcome) (*claimcheck.
 }
 
 // ForgetOutcome implements broker.OutcomeKeeper.
-func (in inbox) ForgetOutcome(ctx context.Context, o broker.Outcome) {
-	in.p.deleteOutcome(ctx, in.p.store, brokerOutcomeKey(o.Queue, o.ID), o.ID)
+func (in Inbox) ForgetOutcome(ctx context.Context, o broker.Outcome) {
+	DeleteOutcome(ctx, in.h.Logger, in.h.Store, BrokerOutcomeKey(o.Queue, o.ID), o.ID)
 }
