@@ -6,29 +6,23 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/claimcheck/claimcheck/internal/bench"
 	"github.com/claimcheck/claimcheck/internal/benchlab"
 	"github.com/claimcheck/claimcheck/internal/cli"
 )
 
 // workloadCompareOptions are the options claimcheck-bench adds to
-// claimcheck's bench workload (--compare, --rounds), with its --jobs,
-// --mix, --seed, --producers and --workers.
+// claimcheck's bench workload (--compare, --rounds), with bench workload's
+// own flags (cli.WorkloadFlags, validated as bench workload validates
+// them).
 type workloadCompareOptions struct {
-	l                  *cli.Lab
-	compare            bool
-	rounds             int
-	jobs               int
-	mix                string
-	seed               uint64
-	producers, workers int
-	rate               float64
-	parsed             bench.Mix // --mix parsed by Validate
+	l       *cli.Lab
+	compare bool
+	rounds  int
+	cli.WorkloadFlags
 }
 
 // Validate checks that --compare is given with --rounds, --rounds (1 to
-// 20), and bench workload's own flags as it does (--jobs 1 to 1,000,000,
-// --mix, --producers and --workers 1 to 256, --rate 0 to 100,000).
+// 20), and bench workload's own flags (cli.WorkloadFlags.Validate).
 func (o *workloadCompareOptions) Validate() error {
 	if !o.compare {
 		return cli.UsageErrorf("--rounds is for --compare")
@@ -36,24 +30,7 @@ func (o *workloadCompareOptions) Validate() error {
 	if o.rounds < 1 || o.rounds > 20 {
 		return cli.UsageErrorf("--rounds %d: use 1 to 20", o.rounds)
 	}
-	if o.jobs < 1 || o.jobs > 1_000_000 {
-		return cli.UsageErrorf("--jobs %d: use 1 to 1000000", o.jobs)
-	}
-	m, err := bench.ParseMix(o.mix)
-	if err != nil {
-		return cli.UsageErrorf("--mix: %v", err)
-	}
-	o.parsed = m
-	if o.producers < 1 || o.producers > 256 {
-		return cli.UsageErrorf("--producers %d: use 1 to 256", o.producers)
-	}
-	if o.workers < 1 || o.workers > 256 {
-		return cli.UsageErrorf("--workers %d: use 1 to 256", o.workers)
-	}
-	if !(o.rate >= 0 && o.rate <= 100_000) {
-		return cli.UsageErrorf("--rate %g: use 0 (as fast as the producers go) to 100000 jobs/s", o.rate)
-	}
-	return nil
+	return o.WorkloadFlags.Validate()
 }
 
 // addWorkloadCompare adds --compare and --rounds to claimcheck's bench
@@ -77,15 +54,7 @@ bytes per job against River inline's (goal: p99 ≤ River's).`
 	w.Flags().BoolVar(&o.compare, "compare", false, "also run plain River (payload inline) and the store's plain SDK, alternated per round; print the ratios")
 	w.Flags().IntVar(&o.rounds, "rounds", 5, "with --compare, rounds, the order of the cases reversed every other round")
 	own := w.RunE
-	compare := l.RunE(o, func(cmd *cobra.Command, _ []string) {
-		f := cmd.Flags()
-		o.jobs, _ = f.GetInt("jobs")
-		o.mix, _ = f.GetString("mix")
-		o.seed, _ = f.GetUint64("seed")
-		o.producers, _ = f.GetInt("producers")
-		o.workers, _ = f.GetInt("workers")
-		o.rate, _ = f.GetFloat64("rate")
-	})
+	compare := l.RunE(o, func(cmd *cobra.Command, _ []string) { o.Bind(cmd) })
 	w.RunE = func(cmd *cobra.Command, args []string) error {
 		if !o.compare && !cmd.Flags().Changed("rounds") {
 			return own(cmd, args)
@@ -111,7 +80,7 @@ func (o *workloadCompareOptions) Run(ctx context.Context, s cli.Streams) (err er
 		}
 	}()
 	rep, err := benchlab.CompareWorkload(ctx, benchlab.WorkloadCompareConfig{Pipeline: d.Pipeline, Database: d.Database, Store: d.Store, Dir: data,
-		Jobs: o.jobs, Mix: o.parsed, Seed: o.seed, Producers: o.producers, Workers: o.workers, Rate: o.rate, Rounds: o.rounds, Log: s.Err})
+		Jobs: o.Jobs, Mix: o.Parsed, Seed: o.Seed, Producers: o.Producers, Workers: o.Workers, Rate: o.Rate, Rounds: o.rounds, Log: s.Err})
 	if err != nil {
 		return err
 	}

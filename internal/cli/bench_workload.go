@@ -9,38 +9,63 @@ import (
 	"github.com/claimcheck/claimcheck/internal/bench"
 )
 
-// benchWorkloadOptions are the options of bench workload.
-type benchWorkloadOptions struct {
-	g                  *globals
-	jobs               int
-	mix                string
-	seed               uint64
-	producers, workers int
-	rate               float64
-	parsed             bench.Mix // --mix parsed by Validate
+// WorkloadFlags are bench workload's own flags, shared with the team's
+// claimcheck-bench, whose --compare runs the same workload beside its
+// references: one definition and one validation of each.
+type WorkloadFlags struct {
+	Jobs               int
+	Mix                string
+	Seed               uint64
+	Producers, Workers int
+	Rate               float64   // jobs/s at most; 0: as fast as the producers go
+	Parsed             bench.Mix // Mix parsed by Validate
 }
 
 // Validate checks --jobs (1 to 1,000,000), --mix (bench.ParseMix),
-// --producers and --workers (1 to 256 each), --rate (0 to 100,000).
-func (o *benchWorkloadOptions) Validate() error {
-	if o.jobs < 1 || o.jobs > 1_000_000 {
-		return usagef("--jobs %d: use 1 to 1000000", o.jobs)
+// --producers and --workers (1 to 256 each), --rate (0 to 100,000): a
+// usage error (exit 2) names the flag.
+func (w *WorkloadFlags) Validate() error {
+	if w.Jobs < 1 || w.Jobs > 1_000_000 {
+		return usagef("--jobs %d: use 1 to 1000000", w.Jobs)
 	}
-	m, err := bench.ParseMix(o.mix)
+	m, err := bench.ParseMix(w.Mix)
 	if err != nil {
 		return usagef("--mix: %v", err)
 	}
-	o.parsed = m
-	if o.producers < 1 || o.producers > 256 {
-		return usagef("--producers %d: use 1 to 256", o.producers)
+	w.Parsed = m
+	if w.Producers < 1 || w.Producers > 256 {
+		return usagef("--producers %d: use 1 to 256", w.Producers)
 	}
-	if o.workers < 1 || o.workers > 256 {
-		return usagef("--workers %d: use 1 to 256", o.workers)
+	if w.Workers < 1 || w.Workers > 256 {
+		return usagef("--workers %d: use 1 to 256", w.Workers)
 	}
-	if !(o.rate >= 0 && o.rate <= 100_000) {
-		return usagef("--rate %g: use 0 (as fast as the producers go) to 100000 jobs/s", o.rate)
+	if !(w.Rate >= 0 && w.Rate <= 100_000) {
+		return usagef("--rate %g: use 0 (as fast as the producers go) to 100000 jobs/s", w.Rate)
 	}
 	return nil
+}
+
+// Config is the workload of these flags, for bench.Workload.
+func (w *WorkloadFlags) Config() bench.WorkloadConfig {
+	return bench.WorkloadConfig{Jobs: w.Jobs, Mix: w.Parsed, Seed: w.Seed, Producers: w.Producers, Workers: w.Workers, Rate: w.Rate}
+}
+
+// Bind reads the flags' values from c, where bench workload defined them
+// (claimcheck-bench's --compare runs in place of bench workload's own Run).
+func (w *WorkloadFlags) Bind(c *cobra.Command) {
+	f := c.Flags()
+	w.Jobs, _ = f.GetInt("jobs")
+	w.Mix, _ = f.GetString("mix")
+	w.Seed, _ = f.GetUint64("seed")
+	w.Producers, _ = f.GetInt("producers")
+	w.Workers, _ = f.GetInt("workers")
+	w.Rate, _ = f.GetFloat64("rate")
+}
+
+// benchWorkloadOptions are the options of bench workload.
+type benchWorkloadOptions struct {
+	g *globals
+	WorkloadFlags
 }
 
 func newBenchWorkload(g *globals) *cobra.Command {
@@ -77,12 +102,12 @@ kind of its own, whose jobs are deleted afterwards.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: runE(o, nil),
 	}
-	c.Flags().IntVar(&o.jobs, "jobs", bench.DefaultWorkloadJobs, "jobs to enqueue and work")
-	c.Flags().StringVar(&o.mix, "mix", bench.DefaultMix, "payload size distribution: PERCENT%:MIN-MAX or PERCENT%:SIZE buckets, comma-separated, adding up to 100%")
-	c.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the sizes drawn from --mix")
-	c.Flags().IntVar(&o.producers, "producers", bench.DefaultWorkloadProducers, "goroutines enqueueing at once")
-	c.Flags().IntVar(&o.workers, "workers", bench.DefaultWorkloadWorkers, "jobs worked at once")
-	c.Flags().Float64Var(&o.rate, "rate", 0, "jobs enqueued per second at most (an arrival rate below what the workers take measures latency without a queue); 0: as fast as the producers go")
+	c.Flags().IntVar(&o.Jobs, "jobs", bench.DefaultWorkloadJobs, "jobs to enqueue and work")
+	c.Flags().StringVar(&o.Mix, "mix", bench.DefaultMix, "payload size distribution: PERCENT%:MIN-MAX or PERCENT%:SIZE buckets, comma-separated, adding up to 100%")
+	c.Flags().Uint64Var(&o.Seed, "seed", 1, "seed of the sizes drawn from --mix")
+	c.Flags().IntVar(&o.Producers, "producers", bench.DefaultWorkloadProducers, "goroutines enqueueing at once")
+	c.Flags().IntVar(&o.Workers, "workers", bench.DefaultWorkloadWorkers, "jobs worked at once")
+	c.Flags().Float64Var(&o.Rate, "rate", 0, "jobs enqueued per second at most (an arrival rate below what the workers take measures latency without a queue); 0: as fast as the producers go")
 	return c
 }
 
@@ -91,8 +116,8 @@ kind of its own, whose jobs are deleted afterwards.`,
 // until the end), plus a verified claim's spool per worker, each up to
 // the largest size.
 func (o *benchWorkloadOptions) diskNeed() uint64 {
-	sizes := o.parsed.Sizes(o.seed, o.jobs)
-	need := uint64(o.workers) * uint64(slices.Max(sizes))
+	sizes := o.Parsed.Sizes(o.Seed, o.Jobs)
+	need := uint64(o.Workers) * uint64(slices.Max(sizes))
 	if o.g.store == "" {
 		for _, n := range sizes {
 			need += uint64(n)
@@ -115,8 +140,9 @@ func (o *benchWorkloadOptions) run(ctx context.Context, s streams) (err error) {
 			err = cerr
 		}
 	}()
-	rep, err := bench.Workload(ctx, bench.WorkloadConfig{Pipeline: b.pipe, Database: b.database, Store: b.store,
-		Jobs: o.jobs, Mix: o.parsed, Seed: o.seed, Producers: o.producers, Workers: o.workers, Rate: o.rate, Log: s.err})
+	cfg := o.Config()
+	cfg.Pipeline, cfg.Database, cfg.Store, cfg.Log = b.pipe, b.database, b.store, s.err
+	rep, err := bench.Workload(ctx, cfg)
 	if err != nil {
 		return err
 	}
