@@ -192,7 +192,7 @@ func (p *Pipeline) PruneInbox(ctx context.Context, cutoff time.Time) (int64, err
 //
 // The row's removal, the look-up and the store's delete happen in one
 // transaction under the object's key lock, which check-ins that reuse the
-// object take too (deleteUnheld, internal/registry): a check-in of the same
+// object take too (deleteUnheld, internal/claimregistry): a check-in of the same
 // bytes either comes first, and the object is kept for it, or after the
 // delete, and writes the object again. A failed delete rolls the row's
 // removal back.

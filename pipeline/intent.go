@@ -15,7 +15,7 @@ import (
 // or an object already there is reused). While the intent is live no sweep
 // deletes the object, whatever the clocks; EnqueueTx turns it into the
 // registry row. Check-ins that reuse an object serialise with deletions of
-// it (see internal/registry), so a reused object exists when CheckIn
+// it (see internal/claimregistry), so a reused object exists when CheckIn
 // returns, with its age refreshed.
 //
 // A ticket checked in here and never enqueued leaves its intent until a

@@ -25,7 +25,7 @@
 // the store cannot tell: never against the sweeping process's clock.
 //
 // Each deletion runs in a transaction of the job database holding the
-// object's key lock (internal/registry), which check-ins that reuse an
+// object's key lock (internal/claimregistry), which check-ins that reuse an
 // object take too: under it the sweep looks the key up again (registry
 // rows, intents), removes stale intents, deletes the object from the store
 // and commits. A check-in reusing the object either recorded its intent
@@ -86,8 +86,8 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/claimregistry"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
-	"github.com/claimcheck/claimcheck/internal/registry"
 )
 
 // Defaults.
@@ -380,7 +380,7 @@ func (s *sweeper) startClock(ctx context.Context) error {
 		return fmt.Errorf("sweep: %w", err)
 	}
 	if !ok {
-		ms, err := registry.DatabaseNow(ctx, s.o.DB, s.dialect)
+		ms, err := claimregistry.DatabaseNow(ctx, s.o.DB, s.dialect)
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}
@@ -618,8 +618,8 @@ func (s *sweeper) remove(ctx context.Context, obj *blob.ListObject) (Entry, erro
 		return e, nil
 	}
 	var e Entry
-	err := registry.InTx(ctx, s.o.DB, func(tx *sql.Tx) error {
-		if err := registry.Lock(ctx, tx, s.dialect, obj.Key); err != nil {
+	err := claimregistry.InTx(ctx, s.o.DB, func(tx *sql.Tx) error {
+		if err := claimregistry.Lock(ctx, tx, s.dialect, obj.Key); err != nil {
 			return err
 		}
 		refs, err := s.lookup(ctx, tx, []string{obj.Key})
@@ -634,7 +634,7 @@ func (s *sweeper) remove(ctx context.Context, obj *blob.ListObject) (Entry, erro
 				return err
 			}
 		}
-		if _, err := registry.DropStaleIntents(ctx, tx, s.dialect, obj.Key, s.o.Grace.Milliseconds()); err != nil {
+		if _, err := claimregistry.DropStaleIntents(ctx, tx, s.dialect, obj.Key, s.o.Grace.Milliseconds()); err != nil {
 			return err
 		}
 		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
@@ -798,12 +798,12 @@ GROUP BY c.object_key`
 
 // lookup runs one registry query and one intent query for keys, on q
 // (the database, or a deletion's transaction).
-func (s *sweeper) lookup(ctx context.Context, q registry.Querier, keys []string) (map[string]*Refs, error) {
+func (s *sweeper) lookup(ctx context.Context, q claimregistry.Querier, keys []string) (map[string]*Refs, error) {
 	refs := map[string]*Refs{}
 	if len(keys) == 0 {
 		return refs, nil
 	}
-	marks, args := registry.Placeholders(keys, 1)
+	marks, args := claimregistry.Placeholders(keys, 1)
 	rows, err := q.QueryContext(ctx, fmt.Sprintf(lookupQuery, marks), args...)
 	if err != nil {
 		return nil, fmt.Errorf("sweep: query the claims registry: %w", err)
@@ -821,7 +821,7 @@ func (s *sweeper) lookup(ctx context.Context, q registry.Querier, keys []string)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sweep: read the claims registry: %w", err)
 	}
-	intents, err := registry.IntentCounts(ctx, q, s.dialect, keys, s.o.Grace.Milliseconds())
+	intents, err := claimregistry.IntentCounts(ctx, q, s.dialect, keys, s.o.Grace.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
@@ -836,7 +836,7 @@ func (s *sweeper) lookup(ctx context.Context, q registry.Querier, keys []string)
 	return refs, nil
 }
 
-func (s *sweeper) checkRegistryNotEmpty(ctx context.Context, q registry.Querier) error {
+func (s *sweeper) checkRegistryNotEmpty(ctx context.Context, q claimregistry.Querier) error {
 	if s.registryEmpty == 0 {
 		var n int64
 		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM claimcheck_claim LIMIT 1) AS t`).Scan(&n); err != nil {
@@ -897,7 +897,7 @@ func (s *sweeper) sweepUploads(ctx context.Context, prefix string) error {
 func (s *sweeper) sweepIntents(ctx context.Context) error {
 	after := ""
 	for {
-		keys, err := registry.StaleIntentKeys(ctx, s.o.DB, s.dialect, after, s.o.Grace.Milliseconds(), s.o.PageSize)
+		keys, err := claimregistry.StaleIntentKeys(ctx, s.o.DB, s.dialect, after, s.o.Grace.Milliseconds(), s.o.PageSize)
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}
@@ -918,8 +918,8 @@ func (s *sweeper) sweepIntents(ctx context.Context) error {
 
 func (s *sweeper) removeStaleIntents(ctx context.Context, key string) error {
 	var n int64
-	err := registry.InTx(ctx, s.o.DB, func(tx *sql.Tx) error {
-		if err := registry.Lock(ctx, tx, s.dialect, key); err != nil {
+	err := claimregistry.InTx(ctx, s.o.DB, func(tx *sql.Tx) error {
+		if err := claimregistry.Lock(ctx, tx, s.dialect, key); err != nil {
 			return err
 		}
 		ok, err := s.bucket.Exists(ctx, key)
@@ -930,11 +930,11 @@ func (s *sweeper) removeStaleIntents(ctx context.Context, key string) error {
 			return nil
 		}
 		if s.o.DryRun {
-			counts, err := registry.IntentCounts(ctx, tx, s.dialect, []string{key}, s.o.Grace.Milliseconds())
+			counts, err := claimregistry.IntentCounts(ctx, tx, s.dialect, []string{key}, s.o.Grace.Milliseconds())
 			n = counts[key][1]
 			return err
 		}
-		n, err = registry.DropStaleIntents(ctx, tx, s.dialect, key, s.o.Grace.Milliseconds())
+		n, err = claimregistry.DropStaleIntents(ctx, tx, s.dialect, key, s.o.Grace.Milliseconds())
 		return err
 	})
 	if err != nil {

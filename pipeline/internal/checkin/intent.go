@@ -2,7 +2,7 @@
 // committed to the job database before a payload or result is stored
 // (Intents.CheckIn, CheckInResult, CheckInManifest), its turning into a
 // registry row (Anchor) and the one way an object is deleted
-// (DeleteUnheld, see internal/registry); the key records
+// (DeleteUnheld, see internal/claimregistry); the key records
 // (docs/invariants.md, "keys": RecordStoreKey, RecordTicketKey,
 // RecordedKeyIDs); and the job database's identity and the store
 // namespaces it owns (DatabaseID, ClaimNamespace, CheckStores). Package
@@ -20,8 +20,8 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/claimregistry"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
-	"github.com/claimcheck/claimcheck/internal/registry"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 )
 
@@ -97,7 +97,7 @@ func (c *Intents) checkInWith(ctx context.Context, opts *claimcheck.CheckInOptio
 				return err
 			}
 		}
-		if err := registry.RecordIntent(ctx, c.DB, c.Dialect, t.Key, t.Tenant, t.Created.UnixNano()); err != nil {
+		if err := claimregistry.RecordIntent(ctx, c.DB, c.Dialect, t.Key, t.Tenant, t.Created.UnixNano()); err != nil {
 			if withoutIntent {
 				c.Logger.WarnContext(ctx, "pipeline: a result checked in without its check-in intent (the job database is unavailable): its outcome record keeps it", "tenant", t.Tenant, "error", err.Error())
 				return nil
@@ -122,7 +122,7 @@ func (c *Intents) DropIntent(ctx context.Context, t *claimcheck.Ticket) {
 	if t == nil || t.IsInline() {
 		return
 	}
-	_, _ = registry.DropIntent(context.WithoutCancel(ctx), c.DB, t.Key, t.Created.UnixNano())
+	_, _ = claimregistry.DropIntent(context.WithoutCancel(ctx), c.DB, t.Key, t.Created.UnixNano())
 }
 
 // Anchor is the guard against committing a registry row whose object is
@@ -140,10 +140,10 @@ func (c *Intents) Anchor(ctx context.Context, tx *sql.Tx, t *claimcheck.Ticket, 
 	if t.IsInline() {
 		return nil
 	}
-	if err := registry.Lock(ctx, tx, c.Dialect, t.Key); err != nil {
+	if err := claimregistry.Lock(ctx, tx, c.Dialect, t.Key); err != nil {
 		return fmt.Errorf("pipeline: %s %s: %w", step, t, err)
 	}
-	had, err := registry.DropIntent(ctx, tx, t.Key, t.Created.UnixNano())
+	had, err := claimregistry.DropIntent(ctx, tx, t.Key, t.Created.UnixNano())
 	if err != nil {
 		return fmt.Errorf("pipeline: %s %s: %w", step, t, err)
 	}
@@ -169,7 +169,7 @@ func (c *Intents) Anchor(ctx context.Context, tx *sql.Tx, t *claimcheck.Ticket, 
 // holds it; t's own intent goes with it.
 func (c *Intents) Discard(ctx context.Context, t *claimcheck.Ticket) error {
 	_, err := c.DeleteUnheld(context.WithoutCancel(ctx), t, func(tx *sql.Tx) error {
-		_, err := registry.DropIntent(ctx, tx, t.Key, t.Created.UnixNano())
+		_, err := claimregistry.DropIntent(ctx, tx, t.Key, t.Created.UnixNano())
 		return err
 	})
 	return err
@@ -190,14 +190,14 @@ func (c *Intents) DeleteUnheld(ctx context.Context, t *claimcheck.Ticket, releas
 		return false, err
 	}
 	deleted := false
-	err = registry.InTx(ctx, c.DB, func(tx *sql.Tx) error {
-		if err := registry.Lock(ctx, tx, c.Dialect, t.Key); err != nil {
+	err = claimregistry.InTx(ctx, c.DB, func(tx *sql.Tx) error {
+		if err := claimregistry.Lock(ctx, tx, c.Dialect, t.Key); err != nil {
 			return err
 		}
 		if err := release(tx); err != nil {
 			return err
 		}
-		rows, intents, err := registry.Holders(ctx, tx, t.Key)
+		rows, intents, err := claimregistry.Holders(ctx, tx, t.Key)
 		if err != nil || rows+intents > 0 {
 			return err
 		}

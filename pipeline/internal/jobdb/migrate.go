@@ -172,7 +172,7 @@ var registrySchema = []registryStep{
 		sql:   `CREATE INDEX IF NOT EXISTS claimcheck_consumed_job_id ON claimcheck_consumed (job_id)`,
 	},
 	{
-		// Check-in intents (internal/registry): committed before a check-in
+		// Check-in intents (internal/claimregistry): committed before a check-in
 		// writes or reuses its object, removed by the transaction that
 		// writes its registry row. recorded_ms is the database's clock.
 		name:  "create table claimcheck_intent",

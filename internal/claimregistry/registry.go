@@ -1,4 +1,4 @@
-// Package registry holds the SQL that producers, the sweeper and deletions
+// Package claimregistry holds the SQL that producers, the sweeper and deletions
 // share around the claims registry: the per-key lock that serialises
 // reusing an object with deleting it, check-in intents, and the database's
 // clock. One copy of each, so the pipeline and the sweeper cannot disagree
@@ -18,7 +18,7 @@
 // reuses an object either records its intent before a deletion looks (and
 // the deletion keeps the object), or after the deletion committed (and the
 // check-in finds no object, so it writes a new one).
-package registry
+package claimregistry
 
 import (
 	"context"
