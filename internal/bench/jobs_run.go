@@ -149,8 +149,8 @@ func Jobs(ctx context.Context, cfg JobsConfig) (rep *JobsReport, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	rep.EnqueueToHandler = Latency{P50: Percentile(toHandler, 50), P95: Percentile(toHandler, 95), P99: Percentile(toHandler, 99), Max: Percentile(toHandler, 100)}
-	rep.HandlerToDone = Latency{P50: Percentile(toDone, 50), P95: Percentile(toDone, 95), P99: Percentile(toDone, 99), Max: Percentile(toDone, 100)}
+	rep.EnqueueToHandler = LatencyOf(toHandler)
+	rep.HandlerToDone = LatencyOf(toDone)
 	rep.LoadEnd, _ = ReadLoadAvg()
 	return rep, nil
 }

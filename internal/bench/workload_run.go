@@ -88,9 +88,10 @@ type Latency struct {
 	Max float64 `json:"max"`
 }
 
-// LatencyOf is the percentiles of a sample's latencies.
-func LatencyOf(s WorkloadSample) Latency {
-	return Latency{P50: s.Percentile(50), P95: s.Percentile(95), P99: s.Percentile(99), Max: s.Percentile(100)}
+// LatencyOf is the p50, p95, p99 and max of sorted latencies in ms
+// (Percentile, nearest rank; NaN without any).
+func LatencyOf(sorted []float64) Latency {
+	return Latency{P50: Percentile(sorted, 50), P95: Percentile(sorted, 95), P99: Percentile(sorted, 99), Max: Percentile(sorted, 100)}
 }
 
 // WorkloadContent is the jobs' payloads for sizes: job i's is Stream of
@@ -183,7 +184,7 @@ func Workload(ctx context.Context, cfg WorkloadConfig) (*WorkloadReport, error) 
 		return nil, err
 	}
 	rep.Bytes, rep.Seconds, rep.JobsPerSec, rep.MiBPerSec = s.Bytes, s.Seconds, s.JobsPerSec(), s.MiBPerSec()
-	rep.Latency, rep.Offloaded = LatencyOf(s), t.Offloaded()
+	rep.Latency, rep.Offloaded = LatencyOf(s.LatencyMs), t.Offloaded()
 	rep.TableBytesPerJob = float64(after-before) / float64(cfg.Jobs)
 	rep.StartRSS, rep.PeakRSS, rep.PeakAnon, rep.PeakHeap = u.StartRSS, u.PeakRSS, u.PeakAnon, u.PeakHeap
 	logf("workload: %.2f s, cleaning up", s.Seconds)
