@@ -64,7 +64,8 @@ func TestBenchCompareUsage(t *testing.T) {
 		{"bench", "jobs", "--compare", "--rounds", "21"},
 		{"bench", "jobs", "--no-sqlite"}, // without --compare
 		{"bench", "jobs", "--compare", "--size", "65KiB"},
-		{"bench", "workload", "--rounds", "3"}, // without --compare
+		{"bench", "workload", "--rounds", "3"},                 // without --compare
+		{"bench", "workload", "--cpuprofile-dir", t.TempDir()}, // without --compare
 		{"bench", "workload", "--compare", "--rounds", "0"},
 		{"bench", "workload", "--compare", "--mix", "50%:1KiB"},
 		{"bench", "workload", "--compare", "--jobs", "0"},
@@ -105,6 +106,7 @@ func TestBenchProfileDirUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--compare", "--size", "1KiB", "--cpuprofile-dir", filepath.Join(file, "prof")},
 		{"bench", "jobs", "--compare", "--jobs", "1", "--cpuprofile-dir", filepath.Join(file, "prof")},
+		{"bench", "workload", "--compare", "--jobs", "1", "--cpuprofile-dir", filepath.Join(file, "prof")},
 	} {
 		r := b.run("", args...)
 		if r.code != 2 || !strings.Contains(r.stderr, "--cpuprofile-dir "+filepath.Join(file, "prof")+" cannot be created") {

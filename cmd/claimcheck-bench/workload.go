@@ -18,14 +18,16 @@ type workloadCompareOptions struct {
 	l       *cli.Lab
 	compare bool
 	rounds  int
+	profile string
 	cli.WorkloadFlags
 }
 
-// Validate checks that --compare is given with --rounds, --rounds (1 to
-// 20), and bench workload's own flags (cli.WorkloadFlags.Validate).
+// Validate checks that --compare is given with --rounds and
+// --cpuprofile-dir, --rounds (1 to 20), and bench workload's own flags
+// (cli.WorkloadFlags.Validate).
 func (o *workloadCompareOptions) Validate() error {
 	if !o.compare {
-		return cli.UsageErrorf("--rounds is for --compare")
+		return cli.UsageErrorf("--rounds and --cpuprofile-dir are for --compare")
 	}
 	if o.rounds < 1 || o.rounds > 20 {
 		return cli.UsageErrorf("--rounds %d: use 1 to 20", o.rounds)
@@ -53,10 +55,11 @@ against the SDK's (goal ≥ 0.8), its p50/p95/p99 latency and job-table
 bytes per job against River inline's (goal: p99 ≤ River's).`
 	w.Flags().BoolVar(&o.compare, "compare", false, "also run plain River (payload inline) and the store's plain SDK, alternated per round; print the ratios")
 	w.Flags().IntVar(&o.rounds, "rounds", 5, "with --compare, rounds, the order of the cases reversed every other round")
+	w.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "with --compare, write a CPU profile (go tool pprof) of the first round of claimcheck's case into this directory: sqlite-workload.pprof or postgres-workload.pprof")
 	own := w.RunE
 	compare := l.RunE(o, func(cmd *cobra.Command, _ []string) { o.Bind(cmd) })
 	w.RunE = func(cmd *cobra.Command, args []string) error {
-		if !o.compare && !cmd.Flags().Changed("rounds") {
+		if !o.compare && !cmd.Flags().Changed("rounds") && o.profile == "" {
 			return own(cmd, args)
 		}
 		return compare(cmd, args)
@@ -66,6 +69,10 @@ bytes per job against River inline's (goal: p99 ≤ River's).`
 // Run is bench workload --compare on the deployment of the global flags
 // (cli.Lab.OpenBench), printed as a table or JSON.
 func (o *workloadCompareOptions) Run(ctx context.Context, s cli.Streams) (err error) {
+	prof, err := profileDir(o.profile)
+	if err != nil {
+		return err
+	}
 	data, err := o.l.BenchData(0, "")
 	if err != nil {
 		return err
@@ -79,8 +86,10 @@ func (o *workloadCompareOptions) Run(ctx context.Context, s cli.Streams) (err er
 			err = cerr
 		}
 	}()
-	rep, err := benchlab.CompareWorkload(ctx, benchlab.WorkloadCompareConfig{Pipeline: d.Pipeline, Database: d.Database, Store: d.Store, Dir: data,
-		Jobs: o.Jobs, Mix: o.Parsed, Seed: o.Seed, Producers: o.Producers, Workers: o.Workers, Rate: o.Rate, Rounds: o.rounds, Log: s.Err})
+	cfg := benchlab.WorkloadCompareConfig{Pipeline: d.Pipeline, Database: d.Database, Store: d.Store, Dir: data,
+		Jobs: o.Jobs, Mix: o.Parsed, Seed: o.Seed, Producers: o.Producers, Workers: o.Workers, Rate: o.Rate, Rounds: o.rounds, Log: s.Err,
+		ProfileDir: prof}
+	rep, err := benchlab.CompareWorkload(ctx, cfg)
 	if err != nil {
 		return err
 	}

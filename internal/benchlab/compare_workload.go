@@ -75,6 +75,9 @@ type WorkloadCompareConfig struct {
 	Rounds int
 	// Log receives a line per measured run.
 	Log io.Writer
+	// ProfileDir, if set, receives a CPU profile (runtime/pprof) of the
+	// first round of claimcheck's case: <sqlite|postgres>-workload.pprof.
+	ProfileDir string
 }
 
 // CompareWorkload runs the workload (bench.RunWorkload, the sizes of Mix
@@ -149,6 +152,18 @@ type workloadCompare struct {
 	sdk   *sdkTarget
 	// before is the job tables' size as a case started (bench.TableBytes).
 	before int64
+	// profiled: claimcheck's case has had its profile (ProfileDir).
+	profiled bool
+}
+
+// profile starts the CPU profile of claimcheck's first round, if asked
+// for, and returns what stops it.
+func (w *workloadCompare) profile() func() {
+	if w.cfg.ProfileDir == "" || w.profiled {
+		return func() {}
+	}
+	w.profiled = true
+	return startCPUProfile(filepath.Join(w.cfg.ProfileDir, w.cfg.Pipeline.Dialect()+"-workload.pprof"))
 }
 
 func (w *workloadCompare) postgres() bool {
@@ -201,7 +216,10 @@ func (w *workloadCompare) group() Group {
 		}
 	}
 	g.Cases = []Case{
-		{Name: CaseWorkload, Prepare: prepare, Run: func(ctx context.Context) (Sample, error) { return run(w.cc, bench.WorkloadKind)(ctx) },
+		{Name: CaseWorkload, Prepare: prepare, Run: func(ctx context.Context) (Sample, error) {
+			defer w.profile()()
+			return run(w.cc, bench.WorkloadKind)(ctx)
+		},
 			Cleanup: func(ctx context.Context) error { return w.cc.Cleanup(ctx) }},
 		{Name: CaseWorkloadRiver, Prepare: func(ctx context.Context) error {
 			if err := w.river.open(ctx); err != nil {
