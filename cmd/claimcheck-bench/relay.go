@@ -48,6 +48,7 @@ type benchRelayOptions struct {
 	total                 string
 	keep, untilEmpty      bool
 	window                time.Duration
+	windowSet             bool  // --window was given (even at its default)
 	size                  int64 // each payload: --total / --entries, by Validate
 }
 
@@ -85,7 +86,7 @@ func (o *benchRelayOptions) Validate() error {
 	if o.size < 1 {
 		return cli.UsageErrorf("--total %s is less than a byte per entry (%d entries)", o.total, o.entries)
 	}
-	if o.untilEmpty && o.window != relayDefaultWindow {
+	if o.untilEmpty && (o.windowSet || o.window != relayDefaultWindow) {
 		return cli.UsageErrorf("--until-empty runs each relay until its backlog is sent, --window for a fixed time: give one of them")
 	}
 	if o.window < time.Second || o.window > time.Hour {
@@ -138,7 +139,7 @@ SQLite job database in its data directory; with --database postgres://…/db, ea
 database on that server instead (created next to db, dropped afterwards),
 so the relay's process holds no database cache.`,
 		Args: cli.ExactArgs(0, "no arguments"),
-		RunE: l.RunE(o, nil),
+		RunE: l.RunE(o, func(cmd *cobra.Command, _ []string) { o.windowSet = cmd.Flags().Changed("window") }),
 	}
 	c.AddCommand(newBenchRelayMeasure(l))
 	c.Flags().IntVar(&o.entries, "entries", benchlab.RelayDefaultEntries, "outbox entries of the large backlog")

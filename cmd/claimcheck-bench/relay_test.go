@@ -121,6 +121,7 @@ func TestBenchRelayUsage(t *testing.T) {
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--total", "lots"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--window", "10ms"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--window", "5s", "--until-empty"},
+		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--window", "30s", "--until-empty"}, // the default, given
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "bench", "relay", "--entries", "10", "--total", "9"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--database", "sqlite:///tmp/x.db", "bench", "relay"},
 		{"--broker", "amqp://127.0.0.1:1/?queue=x", "--store", "mem://", "bench", "relay"},
