@@ -70,6 +70,12 @@ const (
 	// ticket: a verified download done by hand, the reference of
 	// CaseClaimFile.
 	CaseGetObjectFileSHA256 = "sdk GetObject into a file + SHA-256"
+	// CaseGetObjectSyncSHA256 is CaseGetObjectFileSHA256 with the file
+	// fsynced before it is hashed: durable on disk when done, as
+	// Payload.WriteFile's file is, so the ratio over it compares like
+	// with like (the kernel writes the other reference's file back after
+	// its time is taken).
+	CaseGetObjectSyncSHA256 = "sdk GetObject into a file, fsynced, + SHA-256"
 	CaseCheckIn             = "claimcheck check-in"
 	// CaseCheckInStream checks the file in as a plain io.Reader (no
 	// *os.File: what an HTTP body or standard input gives).
@@ -135,9 +141,10 @@ const copyBuf = 1 << 20
 //   - s3://: the AWS SDK alone on a plain client (the store's endpoint,
 //     credentials and HTTP transport, none of claimcheck's middleware and
 //     the SDK's default checksums): PutObject of the file, the check-ins
-//     over it; GetObject into a file, and into a file followed by a SHA-256
-//     pass over it checked against the ticket, the verified claims into a
-//     file over both; GetObject into io.Discard, verified Open (read into
+//     over it; GetObject into a file, into a file followed by a SHA-256
+//     pass over it checked against the ticket, and the same with the file
+//     fsynced first (durable, as a verified claim's file is), the verified
+//     claims into a file over all three; GetObject into io.Discard, verified Open (read into
 //     io.Discard) over it; GetObject with its SHA-256 computed as it is read
 //     and checked (CaseGetObjectSHA256), OpenStream over it and over
 //     GetObject into io.Discard. The SDK's downloads read claimcheck's own
@@ -405,11 +412,11 @@ func (c *storeCompare) group(n int64) Group {
 		{Name: CasePutObject, Run: func(ctx context.Context) (Sample, error) { return Sample{Bytes: n}, put(ctx) },
 			Cleanup: func(ctx context.Context) error { return c.sdkDelete(ctx, key) }},
 		{Name: CaseGetObject, Prepare: put, Run: func(ctx context.Context) (Sample, error) {
-			got, err := c.getInto(ctx, key, dl)
+			got, err := c.getInto(ctx, key, dl, false)
 			return Sample{Bytes: got}, err
 		}, Cleanup: func(ctx context.Context) error { os.Remove(dl); return c.sdkDelete(ctx, key) }},
 		{Name: CaseGetObjectSHA256, Run: func(ctx context.Context) (Sample, error) {
-			got, err := c.getChecked(ctx, openPlain, "")
+			got, err := c.getChecked(ctx, openPlain, "", false)
 			return Sample{Bytes: got}, err
 		}},
 		{Name: CaseGetObjectDiscard, Run: func(ctx context.Context) (Sample, error) {
@@ -417,18 +424,24 @@ func (c *storeCompare) group(n int64) Group {
 			return Sample{Bytes: got}, err
 		}},
 		{Name: CaseGetObjectFileSHA256, Run: func(ctx context.Context) (Sample, error) {
-			got, err := c.getChecked(ctx, openPlain, dl)
+			got, err := c.getChecked(ctx, openPlain, dl, false)
+			return Sample{Bytes: got}, err
+		}, Cleanup: func(context.Context) error { return os.Remove(dl) }},
+		{Name: CaseGetObjectSyncSHA256, Run: func(ctx context.Context) (Sample, error) {
+			got, err := c.getChecked(ctx, openPlain, dl, true)
 			return Sample{Bytes: got}, err
 		}, Cleanup: func(context.Context) error { return os.Remove(dl) }},
 	}, ccCases...)
 	put1, get1 := []string{CasePutObject}, []string{CaseGetObject}
 	getSum, discard, checked := []string{CaseGetObjectFileSHA256}, []string{CaseGetObjectDiscard}, []string{CaseGetObjectSHA256}
+	getSyncSum := []string{CaseGetObjectSyncSHA256}
 	g.Ratios = []RatioSpec{
 		{Name: "check-in / sdk PutObject", Subject: CaseCheckIn, References: put1, Metric: MetricMiBPerSec, Goal: GoalS3CheckIn},
 		{Name: "check-in from a stream / sdk PutObject", Subject: CaseCheckInStream, References: put1, Metric: MetricMiBPerSec},
 		{Name: "check-in encrypted / sdk PutObject", Subject: CaseCheckInEnc, References: put1, Metric: MetricMiBPerSec},
 		{Name: "claim into a file / sdk GetObject into a file", Subject: CaseClaimFile, References: get1, Metric: MetricMiBPerSec},
 		{Name: "claim into a file / sdk GetObject into a file + SHA-256", Subject: CaseClaimFile, References: getSum, Metric: MetricMiBPerSec, Goal: GoalClaimFile},
+		{Name: "claim into a file / sdk GetObject into a file, fsynced, + SHA-256", Subject: CaseClaimFile, References: getSyncSum, Metric: MetricMiBPerSec},
 		{Name: "claim into a file encrypted / sdk GetObject into a file + SHA-256", Subject: CaseClaimFileEnc, References: getSum, Metric: MetricMiBPerSec},
 		{Name: "verified Open / sdk GetObject into io.Discard", Subject: CaseOpen, References: discard, Metric: MetricMiBPerSec, Goal: GoalOpen},
 		{Name: "verified Open encrypted / sdk GetObject into io.Discard", Subject: CaseOpenEnc, References: discard, Metric: MetricMiBPerSec},
@@ -556,8 +569,9 @@ func syncDir(dir string) error {
 }
 
 // getInto downloads key into the file at path with the plain SDK, as its
-// users do (io.Copy of the body into the file).
-func (c *storeCompare) getInto(ctx context.Context, key, path string) (int64, error) {
+// users do (io.Copy of the body into the file), fsyncing the file before
+// it is closed when sync is set.
+func (c *storeCompare) getInto(ctx context.Context, key, path string, sync bool) (int64, error) {
 	out, err := c.sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(key)})
 	if err != nil {
 		return 0, err
@@ -568,6 +582,9 @@ func (c *storeCompare) getInto(ctx context.Context, key, path string) (int64, er
 		return 0, err
 	}
 	n, err := io.Copy(f, out.Body)
+	if err == nil && sync {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -577,8 +594,9 @@ func (c *storeCompare) getInto(ctx context.Context, key, path string) (int64, er
 // getChecked reads t's object with the plain SDK and checks its size and
 // SHA-256 against t: hashed as it is read into io.Discard, as OpenStream
 // does, when path is ""; else downloaded into the file at path (io.Copy,
-// as getInto) and then hashed in a second pass over the file.
-func (c *storeCompare) getChecked(ctx context.Context, t *claimcheck.Ticket, path string) (int64, error) {
+// as getInto, fsynced when sync is set) and then hashed in a second pass
+// over the file.
+func (c *storeCompare) getChecked(ctx context.Context, t *claimcheck.Ticket, path string, sync bool) (int64, error) {
 	var n int64
 	var err error
 	h := sha256.New()
@@ -590,7 +608,7 @@ func (c *storeCompare) getChecked(ctx context.Context, t *claimcheck.Ticket, pat
 		defer out.Body.Close()
 		n, err = io.CopyBuffer(h, struct{ io.Reader }{out.Body}, make([]byte, copyBuf))
 	} else {
-		if _, err = c.getInto(ctx, c.plain.Namespace()+t.Key, path); err != nil {
+		if _, err = c.getInto(ctx, c.plain.Namespace()+t.Key, path, sync); err != nil {
 			return 0, err
 		}
 		var f *os.File

@@ -113,7 +113,7 @@ func TestCompareStoreS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkStoreCompare(t, rep, sizes, 2, []string{CasePutObject, CaseGetObject, CaseGetObjectSHA256, CaseGetObjectDiscard, CaseGetObjectFileSHA256}, 11)
+	checkStoreCompare(t, rep, sizes, 2, []string{CasePutObject, CaseGetObject, CaseGetObjectSHA256, CaseGetObjectDiscard, CaseGetObjectFileSHA256, CaseGetObjectSyncSHA256}, 12)
 	s, err := claimcheck.OpenStore(context.Background(), raw, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func BenchmarkClaimFromFile(b *testing.B) {
 			}
 			defer c.sdkDelete(ctx, key)
 			defer os.Remove(dl)
-			ref = func() (int64, error) { return c.getInto(ctx, key, dl) }
+			ref = func() (int64, error) { return c.getInto(ctx, key, dl, false) }
 		}
 		cases := []struct {
 			name string
