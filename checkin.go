@@ -657,8 +657,9 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // sealInline sets an inline ticket's bytes: the plaintext, or, when the
-// store encrypts, its ciphertext under a fresh one-shot data key
-// (AES256-GCM, newInlineKey) wrapped into t.DEK (the broker never carries
+// store encrypts, its ciphertext under the tenant's one-shot data key
+// (AES256-GCM, sealer.sealKey: shared by the tenant's inline payloads
+// within limits) wrapped into t.DEK (the broker never carries
 // plaintext), and the id of the key that wrapped it in t.KID.
 func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 	if s.seal == nil {
@@ -668,7 +669,7 @@ func (s *Store) sealInline(ctx context.Context, t *Ticket, plain []byte) error {
 		return nil
 	}
 	ad := associatedData(t.Tenant, "")
-	aead, dek, err := s.seal.newInlineKey(ctx, ad)
+	aead, dek, err := s.seal.sealKey(ctx, t.Tenant, ad)
 	if err != nil {
 		return fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
 	}

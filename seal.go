@@ -20,11 +20,12 @@ import (
 	"gocloud.dev/secrets"
 )
 
-// Envelope encryption (sealing). Each payload gets a fresh data key: for
-// an object, a Tink streaming-AEAD keyset (AES256-GCM-HKDF, 1 MiB
-// segments) that encrypts the bytes as they stream; for an inline payload,
-// held in memory whole, a Tink AEAD keyset (AES256-GCM) that encrypts it
-// in one call (inline tickets sealed with the streaming AEAD before are
+// Envelope encryption (sealing). Each object gets a fresh data key, a Tink
+// streaming-AEAD keyset (AES256-GCM-HKDF, 1 MiB segments) that encrypts
+// the bytes as they stream; an inline payload, held in memory whole, is
+// encrypted in one call under a Tink AEAD keyset (AES256-GCM) that a
+// tenant's inline payloads share within limits (inlinekeys.go; inline
+// tickets sealed with the streaming AEAD before are
 // still read: openInline). The keyset is wrapped by a key-encryption key held
 // by a gocloud.dev/secrets Keeper (a local key file, AWS KMS, GCP KMS, Azure
 // Key Vault), which neither the broker operator nor the store holds. The
@@ -63,6 +64,9 @@ type sealer struct {
 	keeper  *secrets.Keeper
 	timeout time.Duration
 	keyID   string
+	// keys reuses inline data keys (inlinekeys.go); nil: a fresh one for
+	// each inline payload, each unwrapped on every claim.
+	keys *inlineKeys
 }
 
 // associatedData binds a wrapped data key, and a v1 object's or an inline
@@ -236,12 +240,20 @@ var errInlineCiphertext = fmt.Errorf("claimcheck: unseal: inline ciphertext does
 // since the streaming AEAD's buffers were dropped for inline payloads), or
 // the streaming AEAD that inline tickets carried before, still read.
 func (s sealer) openInline(ctx context.Context, wrapped string, ad, ct []byte, limit int64) ([]byte, error) {
+	corrupt := errInlineCiphertext
+	if p, ok := s.opened(ad, wrapped); ok {
+		b, err := p.Decrypt(ct, ad)
+		if err != nil || int64(len(b)) > limit {
+			return nil, corrupt
+		}
+		return b, nil
+	}
 	h, err := s.unwrap(ctx, wrapped, ad)
 	if err != nil {
 		return nil, err
 	}
-	corrupt := errInlineCiphertext
 	if p, err := aead.New(h); err == nil {
+		s.keepOpened(ad, wrapped, p)
 		b, err := p.Decrypt(ct, ad)
 		if err != nil || int64(len(b)) > limit {
 			return nil, corrupt

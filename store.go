@@ -256,7 +256,7 @@ func NewStore(b *blob.Bucket, opts *Options) (*Store, error) {
 		if opts.KeeperTimeout < 0 {
 			return nil, fmt.Errorf("claimcheck: negative keeper timeout %v: %w", opts.KeeperTimeout, ErrConfig)
 		}
-		s.seal = &sealer{keeper: opts.Keeper, timeout: opts.KeeperTimeout, keyID: opts.KeeperID}
+		s.seal = &sealer{keeper: opts.Keeper, timeout: opts.KeeperTimeout, keyID: opts.KeeperID, keys: newInlineKeys()}
 	}
 	for _, t := range opts.Tenants {
 		if err := ValidateTenant(t); err != nil {
