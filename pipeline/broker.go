@@ -18,7 +18,9 @@ import (
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/pipeline/internal/inbox"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/outbox"
+	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
 // BrokerSource makes Work take its jobs from a broker transport instead of
@@ -77,9 +79,9 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 	if src.Idle <= 0 {
 		src.Idle = defaultIdle
 	}
-	drain := drainOptions{timeout: opts.DrainTimeout, abort: opts.Abort, notify: opts.Notify}
-	if drain.timeout == 0 {
-		drain.timeout = DefaultDrainTimeout
+	drain := worker.Drain{Timeout: opts.DrainTimeout, Abort: opts.Abort, Notify: opts.Notify}
+	if drain.Timeout == 0 {
+		drain.Timeout = DefaultDrainTimeout
 	}
 	co := src.Consume
 	co.Policy, co.Inbox = p.cfg.Retry, p.Inbox()
@@ -99,7 +101,7 @@ func (p *Pipeline) workBroker(ctx context.Context, opts WorkOptions) error {
 				opts.OnDone(o)
 			}
 		},
-		DrainTimeout: drain.timeout, Abort: drain.abort, Say: drain.say, SayStopping: drain.sayStopping,
+		DrainTimeout: drain.Timeout, Abort: drain.Abort, Say: drain.Say, SayStopping: drain.SayStopping,
 	}
 	if src.Relay != "" {
 		c.Relay = func(ctx context.Context) error {
@@ -216,7 +218,7 @@ func (p *Pipeline) OutboxEmpty(ctx context.Context, destination string) (bool, e
 
 // OutboxEmptyFor: see OutboxEmpty.
 func (p *Pipeline) OutboxEmptyFor(ctx context.Context, destination, broker string) (bool, error) {
-	res, err := p.client.JobList(ctx, outbox.BrokerFilter(river.NewJobListParams().Queues(outboxQueue(destination)).States(pendingStates...).First(1), broker))
+	res, err := p.client.JobList(ctx, outbox.BrokerFilter(river.NewJobListParams().Queues(outboxQueue(destination)).States(jobs.PendingStates...).First(1), broker))
 	if err != nil {
 		return false, fmt.Errorf("pipeline: poll outbox %s: %w", destination, err)
 	}

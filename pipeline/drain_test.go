@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
 // blockingHandler signals when it starts, then runs until release is
@@ -121,7 +122,7 @@ func TestDrainDeadlineReleasesJob(t *testing.T) {
 			if released.State != JobReleased {
 				t.Errorf("abort=%v: outcome %+v, want released", abort, released)
 			}
-			if c, _ := h.ctxErr.Load().(error); !errors.Is(c, errReleased) {
+			if c, _ := h.ctxErr.Load().(error); !errors.Is(c, worker.ErrReleased) {
 				t.Errorf("abort=%v: handler's context cause %v, want errReleased", abort, c)
 			}
 			j := b.get(t, id)
@@ -202,7 +203,7 @@ func TestLiveWorkerKeepsLongJob(t *testing.T) {
 		b := setup(t, newDB(t), &testOpts{cfg: Config{Lease: time.Second}})
 		id := enqueueOne(t, b, "long")
 		h := newBlocking()
-		time.AfterFunc(rescuerInterval+5*time.Second, func() { close(h.release) })
+		time.AfterFunc(worker.RescuerInterval+5*time.Second, func() { close(h.release) })
 		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 		defer cancel()
 		if err := b.p.Work(ctx, WorkOptions{Handlers: map[string]claimcheck.Handler{"long": h}, UntilEmpty: true}); err != nil {

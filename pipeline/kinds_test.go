@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker/brokertest"
+	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
 // legacyArgs are a job's arguments as claimcheck inserted them before
@@ -212,8 +213,19 @@ func TestRiverKinds(t *testing.T) {
 // refuses nothing.
 func TestWorkerKindsRegistered(t *testing.T) {
 	for _, kinds := range [][]string{{"invoice"}, {"invoice", "report"}, {legacyRiverKind, "invoice"}} {
-		if _, err := riverWorkers(&worker{}, kinds...); err != nil {
-			t.Errorf("riverWorkers(%v): %v", kinds, err)
+		if _, err := worker.RiverWorkers(&worker.Worker{}, kinds...); err != nil {
+			t.Errorf("RiverWorkers(%v): %v", kinds, err)
+		}
+	}
+}
+
+// TestJobStatesAreWorkers: each JobState is the string of the worker's
+// state (pipeline/internal/worker) that Work's outcomes convert from.
+func TestJobStatesAreWorkers(t *testing.T) {
+	for want, got := range map[JobState]worker.State{JobCompleted: worker.Completed, JobRetrying: worker.Retrying, JobWaiting: worker.Waiting,
+		JobDead: worker.Dead, JobReleased: worker.Released, JobLeft: worker.Left} {
+		if JobState(got) != want {
+			t.Errorf("worker state %q, want %q", got, want)
 		}
 	}
 }

@@ -11,49 +11,8 @@ import (
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 )
 
-// A running job's lease is River's own attempted_at column: River's
-// rescuer takes a running job whose attempted_at is older than the lease
-// (Config.Lease, which is River's RescueStuckJobsAfter and the worker's
-// Timeout), and the heartbeat below moves attempted_at forward every
-// quarter lease while the handler runs. So a job whose worker died is
-// rescued within the lease plus the rescuer's interval, while a job on a
-// live worker is never taken from it, however long it runs.
-
-// heartbeat renews job's lease every quarter lease until the returned stop
-// is called. If the job is no longer running this attempt (rescued or
-// released while this worker could not renew it), it cancels the handler
-// with errLeaseLost. A failed renewal (database unavailable) is retried at
-// the next beat; the lease allows three to fail in a row.
-func (p *Pipeline) heartbeat(ctx context.Context, id int64, attempt int, cancel context.CancelCauseFunc) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(p.cfg.Lease / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			bctx, bcancel := context.WithTimeout(ctx, p.cfg.Lease/4)
-			res, err := p.db.ExecContext(bctx, `UPDATE river_job SET attempted_at = `+p.dbNow()+` WHERE id = $1 AND state = 'running' AND attempt = $2`, id, attempt)
-			bcancel()
-			if err != nil {
-				p.logger.WarnContext(ctx, "pipeline: renew job lease", "job", id, "error", err.Error())
-				continue
-			}
-			if n, err := res.RowsAffected(); err == nil && n == 0 {
-				cancel(errLeaseLost)
-				return
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
-}
+// A running job's lease is River's own attempted_at column, renewed while
+// its handler runs (pipeline/internal/worker, wake.go).
 
 // ErrJobHeld is returned by ReleaseJob for a running job whose worker is
 // alive: it renewed the job's lease less than a lease ago.

@@ -23,7 +23,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,6 +37,7 @@ import (
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
+	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
 // Defaults, each overridable in Config.
@@ -62,10 +62,6 @@ const (
 	// rescuer's interval (30 s, River's): 2.5 min with the defaults.
 	DefaultLease = 2 * time.Minute
 )
-
-// rescuerInterval is how often River's rescuer looks for jobs whose lease
-// expired (River's JobRescuerIntervalDefault, not configurable).
-const rescuerInterval = 30 * time.Second
 
 // DefaultRetryWindow is the retry window of a pipeline with the default job
 // timeout and lease and maxAttempts attempts (claimcheck.RetryWindow): how
@@ -169,9 +165,8 @@ type Pipeline struct {
 	gaugeNow   func() time.Time    // the gauges' clock (nil: time.Now), for tests
 	dbID       string              // claimcheck_meta's database_id (checkin.DatabaseID)
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
-	lastWake   atomic.Int64        // unix nanos of the last wakeWaiting
-	back       backSignal          // wakes untilDone's waits (work.go)
 	ci         *checkin.Intents    // check-ins with their intents, key records (intent.go)
+	work       *worker.Host        // what Work's and the relay's workers share (work.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -264,6 +259,8 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	p.jobs = jobs.New(p.db, p.dialect, p.client, p.tools, p.storeFor)
+	p.work = &worker.Host{DB: p.db, Dialect: p.dialect, Driver: p.driver, RiverConfig: p.riverConfig, Client: p.client, Jobs: p.jobs,
+		Store: p.store, Stores: p.stores, Intents: p.ci, Logger: logger, JobTimeout: cfg.JobTimeout, Lease: cfg.Lease, Retry: cfg.Retry}
 	p.registerGauges()
 	return p, nil
 }

@@ -6,11 +6,11 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/riverqueue/river"
 
 	"github.com/claimcheck/claimcheck/pipeline/internal/outbox"
+	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
 // relayPublishBatch is the most entries one Publish call carries
@@ -55,15 +55,14 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		Client: p.client, Store: p.store, Tel: p.tel,
 		Run: func(ctx context.Context, w river.Worker[jobArgs], destination string, maxWorkers int, untilEmpty bool, filter func(*river.JobListParams) *river.JobListParams) error {
 			queue := outboxQueue(destination)
-			workers, err := riverWorkers(w, riverKind("", destination))
+			workers, err := worker.RiverWorkers(w, riverKind("", destination))
 			if err != nil {
 				return fmt.Errorf("pipeline: relay: %w", err)
 			}
-			return p.runClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: maxWorkers}}, []string{queue}, untilEmpty, drainOptions{filter: filter})
+			return p.work.RunClient(ctx, workers, map[string]river.QueueConfig{queue: {MaxWorkers: maxWorkers}}, []string{queue}, untilEmpty, worker.Drain{Filter: filter})
 		},
-		DeadLetter: deadLetter, DeadLetterAs: deadLetterAs,
-		LeaveDelay: func(metadata []byte) time.Duration { return leaveDelay(metadata) },
-		InTx:       p.inTx,
+		DeadLetter: worker.DeadLetter, DeadLetterAs: worker.DeadLetterAs, LeaveDelay: worker.LeaveDelay,
+		InTx: p.inTx,
 	}, opts)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 	"github.com/riverqueue/river/rivertype"
 )
 
@@ -98,10 +99,10 @@ func testWaitingJobsWoken(t *testing.T, newDB func(testing.TB) string) {
 	}
 	// A job of the process waits in place, finishing its work (untilDone,
 	// a 30 s pause too).
-	w := &worker{p: b.p, running: newRunning()}
+	w := worker.New(b.p.work, nil, nil, nil)
 	failed, inPlace := make(chan struct{}, 1), make(chan time.Time, 1)
 	go func() {
-		_ = w.untilDone(ctx, 99, "check in the result", func() error {
+		_ = w.UntilDone(ctx, 99, "check in the result", func() error {
 			if down.Load() {
 				select {
 				case failed <- struct{}{}:
