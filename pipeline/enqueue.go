@@ -1,60 +1,35 @@
 package pipeline
 
+// Enqueue's public names, validation and check-ins; the insert itself (a
+// job or outbox entries with their registry rows, idempotency, broker
+// bindings) is pipeline/internal/enqueue's.
+
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
 
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
-	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
+	"github.com/claimcheck/claimcheck/pipeline/internal/enqueue"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 )
-
-// Registry roles and rows: pipeline/internal/jobdb's.
-const (
-	rolePayload    = jobdb.RolePayload
-	roleResult     = jobdb.RoleResult
-	roleAttachment = jobdb.RoleAttachment
-)
-
-func register(ctx context.Context, db execer, jobID int64, role string, t *claimcheck.Ticket) error {
-	return jobdb.Register(ctx, db, jobID, role, t)
-}
-
-// execer is satisfied by *sql.DB and *sql.Tx.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
 
 // ErrIdempotencyConflict is returned (wrapped) by Enqueue and EnqueueTx
 // for an idempotency key that an existing job already holds with a payload
 // of other bytes: the caller's payload was not enqueued, and Enqueue leaves
 // no object of it behind. The same key with the same bytes is not an
 // error: it returns the first job with EnqueueResult.Duplicate set.
-var ErrIdempotencyConflict = errors.New("idempotency key already used for other bytes")
+var ErrIdempotencyConflict = enqueue.ErrIdempotencyConflict
 
 // ReasonIdempotencyConflict names ErrIdempotencyConflict in output.
 const ReasonIdempotencyConflict = "idempotency-conflict"
-
-func prefix12(digest string) string {
-	if len(digest) > 12 {
-		return digest[:12]
-	}
-	return digest
-}
 
 // EnqueueOptions adjust one enqueue. The zero value is valid.
 type EnqueueOptions struct {
@@ -126,7 +101,7 @@ type Attachment struct {
 // ErrDestinationBound is returned (wrapped, with claimcheck.ErrConfig) by
 // an enqueue for a destination whose pending outbox entries are bound to
 // another broker (EnqueueOptions.Broker): its message names both.
-var ErrDestinationBound = errors.New("outbox destination bound to another broker")
+var ErrDestinationBound = enqueue.ErrDestinationBound
 
 // MaxDestinations is the most destinations one enqueue fans out to.
 const MaxDestinations = 16
@@ -206,7 +181,7 @@ func (p *Pipeline) enqueue(ctx context.Context, kind, tenant string, r io.Reader
 	for _, dest := range opts.Destinations {
 		// Before the check-in, so that a refusal stores nothing; EnqueueTx
 		// checks again inside the transaction.
-		if err := p.checkBinding(ctx, p.db, dest, opts.Broker); err != nil {
+		if err := p.insert.CheckBinding(ctx, p.db, dest, opts.Broker); err != nil {
 			return nil, err
 		}
 	}
@@ -328,29 +303,13 @@ func (p *Pipeline) prepareEnqueue(kind string, t *claimcheck.Ticket, opts *Enque
 }
 
 // enqueueNative is enqueueChecked on PostgreSQL for a job whose
-// transaction holds River's insert and nothing else (an inline ticket: no
-// registry row, no check-in intent, no outbox entry): River's Insert, in a
-// transaction of its own on the pgx pool (jobdb.PostgresDriver). Through River's
-// database/sql driver the same insert took about twice the CPU (its lib/pq
-// array parameters, database/sql's layers), the main cost of a small job's
-// enqueue.
+// transaction holds River's insert and nothing else (enqueue.Host.Native).
 func (p *Pipeline) enqueueNative(ctx context.Context, kind string, t *claimcheck.Ticket, opts *EnqueueOptions) (*EnqueueResult, error) {
 	enc, queue, _, err := p.prepareEnqueue(kind, t, opts)
 	if err != nil {
 		return nil, err
 	}
-	args, insert, err := p.jobInsert(ctx, nil, kind, queue, t, opts, "")
-	if err != nil {
-		return nil, err
-	}
-	ins, err := p.legacyDuplicate(ctx, nil, insert.Queue, t.Tenant, opts.IdempotencyKey)
-	if err == nil && ins == nil {
-		ins, err = p.client.Insert(ctx, args, insert)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: insert job for %s: %w", t, err)
-	}
-	return p.inserted(ctx, ins, kind, t, nil, enc, opts)
+	return enqueueResult(p.insert.Native(ctx, kind, queue, t, enc, insertOptions(opts)))
 }
 
 // EnqueueTx writes the claims-registry row and a job carrying t inside the
@@ -383,246 +342,17 @@ func (p *Pipeline) enqueueTx(ctx context.Context, tx *sql.Tx, kind string, t *cl
 	if err != nil {
 		return nil, err
 	}
-	if t.Manifest && m == nil {
-		if m, err = st.ReadManifest(ctx, t); err != nil {
-			return nil, fmt.Errorf("pipeline: enqueue %s: %w", t, err)
-		}
-	}
-	anchored := []*claimcheck.Ticket{t}
-	if m != nil {
-		anchored = append(anchored, m.Tickets()...)
-		// One key order for every transaction that locks several keys,
-		// so that two enqueues sharing documents cannot deadlock.
-		slices.SortFunc(anchored, func(a, b *claimcheck.Ticket) int { return strings.Compare(a.Key, b.Key) })
-	}
-	for _, a := range anchored {
-		if err := p.ci.Anchor(ctx, tx, a, "enqueue"); err != nil {
-			return nil, err
-		}
-	}
-	// A ticket sealed outside this pipeline's check-ins records its key
-	// with the job (docs/invariants.md, keys).
-	if err := p.ci.RecordTicketKey(ctx, tx, st, t); err != nil {
-		return nil, err
-	}
-	if len(opts.Destinations) == 0 {
-		return p.insert(ctx, tx, kind, queue, t, m, enc, opts, "")
-	}
-	var first *EnqueueResult
-	for _, dest := range opts.Destinations {
-		res, err := p.insert(ctx, tx, kind, queue, t, m, enc, opts, dest)
-		if err != nil {
-			return nil, err
-		}
-		if first == nil {
-			first = res
-		}
-		first.JobIDs = append(first.JobIDs, res.JobID)
-	}
-	return first, nil
+	return enqueueResult(p.insert.Tx(ctx, tx, kind, queue, st, t, m, enc, insertOptions(opts)))
 }
 
-// insert writes one job (dest empty) in queue, or outbox entry, and its
-// registry row.
-func (p *Pipeline) insert(ctx context.Context, tx *sql.Tx, kind, queue string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions, dest string) (*EnqueueResult, error) {
-	args, insert, err := p.jobInsert(ctx, tx, kind, queue, t, opts, dest)
-	if err != nil {
-		return nil, err
-	}
-	ins, err := p.legacyDuplicate(ctx, tx, insert.Queue, t.Tenant, opts.IdempotencyKey)
-	if err == nil && ins == nil {
-		ins, err = p.client.InsertTx(ctx, tx, args, insert)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: insert job for %s: %w", t, err)
-	}
-	res, err := p.inserted(ctx, ins, kind, t, m, enc, opts)
-	if err != nil || res.Duplicate {
-		return res, err
-	}
-	if err := register(ctx, tx, ins.Job.ID, rolePayload, t); err != nil {
-		return nil, err
-	}
-	if m != nil {
-		// A manifest's documents are referenced as long as the job is:
-		// no sweep deletes them (docs/invariants.md, invariant 6).
-		for _, d := range m.Tickets() {
-			if err := register(ctx, tx, ins.Job.ID, roleAttachment, d); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return res, nil
+// insertOptions are what pipeline/internal/enqueue uses of opts.
+func insertOptions(opts *EnqueueOptions) *enqueue.Options {
+	return &enqueue.Options{IdempotencyKey: opts.IdempotencyKey, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority, Destinations: opts.Destinations, Broker: opts.Broker}
 }
 
-// jobInsert is River's arguments and insert options for one job (dest
-// empty) in queue, or outbox entry for dest, whose broker binding it
-// checks with q (not used for a job, or an entry without
-// EnqueueOptions.Broker).
-func (p *Pipeline) jobInsert(ctx context.Context, q queryer, kind, queue string, t *claimcheck.Ticket, opts *EnqueueOptions, dest string) (insertArgs, *river.InsertOpts, error) {
-	// The job's arguments carry t as t.Marshal() encodes it (insertArgs
-	// marshals t alike).
-	args := insertArgs{JobKind: kind, Tenant: t.Tenant, IdempotencyKey: opts.IdempotencyKey, Ticket: t, Destination: dest}
-	insert := &river.InsertOpts{Queue: queue, MaxAttempts: opts.MaxAttempts, Priority: opts.Priority}
-	if dest != "" {
-		insert.Queue = outboxQueue(dest)
-		if opts.Broker != "" {
-			if err := p.checkBinding(ctx, q, dest, opts.Broker); err != nil {
-				return args, nil, err
-			}
-			md, err := json.Marshal(entryMetadata{Broker: opts.Broker})
-			if err != nil {
-				return args, nil, err
-			}
-			insert.Metadata = md
-		}
-	}
-	if opts.IdempotencyKey != "" {
-		insert.UniqueOpts = river.UniqueOpts{ByArgs: true, ByQueue: true}
-	}
-	return args, insert, nil
-}
-
-// legacyDuplicate finds the job of legacyRiverKind in queue that holds
-// tenant's idempotency key, as River's unique insert would have found it
-// when every job had that River kind: the key held by a job not dead
-// (River's default unique states). It returns River's insert result for
-// that job, a duplicate, or nil when there is none or key is empty.
-// River's own unique key, which hashes the River kind, does not match it
-// (docs/invariants.md, "River kinds"). One probe of River's kind index
-// while no job of the legacy kind is left. tx nil: outside a transaction.
-func (p *Pipeline) legacyDuplicate(ctx context.Context, tx *sql.Tx, queue, tenant, key string) (*rivertype.JobInsertResult, error) {
-	if key == "" {
-		return nil, nil
-	}
-	var q queryer = p.db
-	if tx != nil {
-		q = tx
-	}
-	var id int64
-	err := q.QueryRowContext(ctx, `SELECT id FROM river_job WHERE kind = $1 AND queue = $2 AND unique_key IS NOT NULL
-		AND state NOT IN ('cancelled', 'discarded') AND args ->> 'tenant' = $3 AND args ->> 'idempotency_key' = $4 ORDER BY id LIMIT 1`,
-		legacyRiverKind, queue, tenant, key).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up idempotency key %q among jobs of River kind %s: %w", truncateName(key), legacyRiverKind, err)
-	}
-	var row *rivertype.JobRow
-	if tx != nil {
-		row, err = p.client.JobGetTx(ctx, tx, id)
-	} else {
-		row, err = p.client.JobGet(ctx, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read job %d, which holds idempotency key %q: %w", id, truncateName(key), err)
-	}
-	return &rivertype.JobInsertResult{Job: row, UniqueSkippedAsDuplicate: true}, nil
-}
-
-// inserted is the result of River's insert ins of a job carrying t (with
-// manifest m, encoded as enc): the job, or the first job holding its
-// idempotency key, if it carries the same documents (else
-// ErrIdempotencyConflict).
-func (p *Pipeline) inserted(ctx context.Context, ins *rivertype.JobInsertResult, kind string, t *claimcheck.Ticket, m *claimcheck.Manifest, enc []byte, opts *EnqueueOptions) (*EnqueueResult, error) {
-	res := &EnqueueResult{JobID: ins.Job.ID, Ticket: t, TicketBytes: len(enc), Duplicate: ins.UniqueSkippedAsDuplicate}
-	if !res.Duplicate {
-		return res, nil
-	}
-	var first jobArgs
-	if err := jsonUnmarshal(ins.Job.EncodedArgs, &first); err != nil {
-		return nil, err
-	}
-	first.Ticket = compactJSON(first.Ticket)
-	var err error
-	if res.Ticket, err = claimcheck.ParseTicket(first.Ticket); err != nil {
-		return nil, err
-	}
-	same, err := p.sameDocuments(ctx, res.Ticket, t, m)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: compare with job %d, which holds idempotency key %q: %w", res.JobID, truncateName(opts.IdempotencyKey), err)
-	}
-	if !same {
-		return nil, fmt.Errorf("pipeline: idempotency-conflict: idempotency key %q (kind %s, tenant %s) belongs to job %d, whose payload is sha256 %s… (%d bytes); this payload is sha256 %s… (%d bytes): not enqueued: %w",
-			truncateName(opts.IdempotencyKey), kind, t.Tenant, res.JobID, prefix12(res.Ticket.SHA256), res.Ticket.Size, prefix12(t.SHA256), t.Size, ErrIdempotencyConflict)
-	}
-	res.TicketBytes = len(first.Ticket)
-	return res, nil
-}
-
-// sameDocuments reports whether first, the ticket of the job holding an
-// idempotency key, carries the same documents as t (with manifest m, nil
-// when t is not a manifest's): the same payload digest and size, or, for
-// manifests (which record check-in times, so never repeat their own
-// digest), the same main payload and the same attachments by name,
-// digest and size, in order. Errors: reading first's manifest.
-func (p *Pipeline) sameDocuments(ctx context.Context, first, t *claimcheck.Ticket, m *claimcheck.Manifest) (bool, error) {
-	if first.Manifest != t.Manifest {
-		return false, nil
-	}
-	if !t.Manifest {
-		return first.SHA256 == t.SHA256 && first.Size == t.Size, nil
-	}
-	if first.SHA256 == t.SHA256 {
-		return true, nil
-	}
-	fst, err := p.storeFor(first)
-	if err != nil {
-		return false, err
-	}
-	fm, err := fst.ReadManifest(ctx, first)
-	if err != nil {
-		return false, err
-	}
-	if m == nil {
-		if m, err = p.mustStoreFor(t).ReadManifest(ctx, t); err != nil {
-			return false, err
-		}
-	}
-	same := func(a, b *claimcheck.Ticket) bool {
-		return a == nil && b == nil || a != nil && b != nil && a.SHA256 == b.SHA256 && a.Size == b.Size
-	}
-	if !same(fm.Payload, m.Payload) || len(fm.Attachments) != len(m.Attachments) {
-		return false, nil
-	}
-	for i, a := range m.Attachments {
-		if fm.Attachments[i].Name != a.Name || !same(fm.Attachments[i].Ticket, a.Ticket) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// entryMetadata is an outbox entry's River metadata (jobs.EntryMetadata).
-type entryMetadata = jobs.EntryMetadata
-
-// queryer is a *sql.DB or *sql.Tx.
-type queryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// checkBinding refuses, with ErrDestinationBound, an entry for dest bound
-// to broker when a pending entry of dest is bound to another broker.
-// Unbound entries (EnqueueOptions.Broker empty) bind nothing.
-func (p *Pipeline) checkBinding(ctx context.Context, q queryer, dest, broker string) error {
-	if broker == "" {
-		return nil
-	}
-	var id int64
-	var other string
-	err := q.QueryRowContext(ctx, `SELECT id, metadata ->> 'broker' FROM river_job
-		WHERE queue = $1 AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
-		AND metadata ->> 'broker' IS NOT NULL AND metadata ->> 'broker' <> '' AND metadata ->> 'broker' <> $2
-		ORDER BY id LIMIT 1`, outboxQueue(dest), broker).Scan(&id, &other)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil:
-		return fmt.Errorf("pipeline: look up the broker of destination %s: %w", dest, err)
-	}
-	return fmt.Errorf("pipeline: destination %q is bound to broker %s (its pending entry %d, and any others, go there), not %s: nothing was stored; give this broker a destination of its own (--destination), or relay the pending entries first: %w: %w",
-		dest, other, id, broker, ErrDestinationBound, claimcheck.ErrConfig)
+// enqueueResult is pipeline/internal/enqueue's result as an EnqueueResult.
+func enqueueResult(res *enqueue.Result, err error) (*EnqueueResult, error) {
+	return (*EnqueueResult)(res), err
 }
 
 func validateEnqueue(kind string, opts *EnqueueOptions) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker/brokertest"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
@@ -50,7 +51,7 @@ func (b *testBundle) enqueueLegacy(t *testing.T, kind, tenant, payload, key, des
 	if err != nil {
 		t.Fatalf("insert a job of the legacy shape: %v", err)
 	}
-	if err := register(b.ctx, tx, ins.Job.ID, rolePayload, tk); err != nil {
+	if err := jobdb.Register(b.ctx, tx, ins.Job.ID, jobdb.RolePayload, tk); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

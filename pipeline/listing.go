@@ -21,8 +21,8 @@ import (
 // The job model (pipeline/internal/jobs, model.go) under the names this
 // package's code uses.
 type (
-	jobArgs   = jobs.Args
-	jobOutput = jobs.Output
+	jobArgs    = jobs.Args
+	insertArgs = jobs.InsertArgs
 )
 
 const (
@@ -32,14 +32,10 @@ const (
 	ownJobsSQL        = jobs.OwnJobsSQL
 )
 
-func riverKind(kind, dest string) string  { return jobs.RiverKind(kind, dest) }
-func outboxQueue(dest string) string      { return jobs.OutboxQueue(dest) }
-func truncateName(s string) string        { return jobs.TruncateName(s) }
-func compactJSON(b []byte) []byte         { return jobs.CompactJSON(b) }
-func jsonUnmarshal(b []byte, v any) error { return jobs.Unmarshal(b, v) }
-func queueStore(q string) string          { return jobs.QueueStore(q) }
-func queueKind(q string) string           { return jobs.QueueKind(q) }
-func (p *Pipeline) dbNow() string         { return jobs.DBNow(p.dialect) }
+func riverKind(kind, dest string) string { return jobs.RiverKind(kind, dest) }
+func outboxQueue(dest string) string     { return jobs.OutboxQueue(dest) }
+func compactJSON(b []byte) []byte        { return jobs.CompactJSON(b) }
+func queueStore(q string) string         { return jobs.QueueStore(q) }
 
 // pipeline/internal/jobs/model.go:
 

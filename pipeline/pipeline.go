@@ -34,6 +34,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/dbopen"
 	"github.com/claimcheck/claimcheck/pipeline/internal/checkin"
+	"github.com/claimcheck/claimcheck/pipeline/internal/enqueue"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobtel"
@@ -167,6 +168,7 @@ type Pipeline struct {
 	unchecked  []string            // stores whose namespace a read-only Open could not check (NamespaceUnchecked)
 	ci         *checkin.Intents    // check-ins with their intents, key records (intent.go)
 	work       *worker.Host        // what Work's and the relay's workers share (work.go)
+	insert     *enqueue.Host       // the inserts of jobs and outbox entries (enqueue.go)
 }
 
 // Open opens the job database (creating a SQLite file if needed), applies
@@ -259,6 +261,7 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	p.jobs = jobs.New(p.db, p.dialect, p.client, p.tools, p.storeFor)
+	p.insert = &enqueue.Host{DB: p.db, Client: p.client, Intents: p.ci, Store: p.store, StoreFor: p.storeFor}
 	p.work = &worker.Host{DB: p.db, Dialect: p.dialect, Driver: p.driver, RiverConfig: p.riverConfig, Client: p.client, Jobs: p.jobs,
 		Store: p.store, Stores: p.stores, Intents: p.ci, Logger: logger, JobTimeout: cfg.JobTimeout, Lease: cfg.Lease, Retry: cfg.Retry}
 	p.registerGauges()
@@ -333,21 +336,6 @@ type retryPolicy struct{ p claimcheck.RetryPolicy }
 func (r retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	return time.Now().Add(r.p.Delay(job.Attempt))
 }
-
-// insertArgs are jobArgs as an insert writes them, the same JSON: the
-// ticket is marshaled as the struct it is, where a json.RawMessage of it
-// would be compacted by encoding/json, one more scan of every byte of an
-// inline payload's base64 (a tenth of a small job's enqueue CPU).
-type insertArgs struct {
-	JobKind        string             `json:"kind"`
-	Tenant         string             `json:"tenant" river:"unique"`
-	IdempotencyKey string             `json:"idempotency_key,omitempty" river:"unique"`
-	Ticket         *claimcheck.Ticket `json:"ticket"`
-	Destination    string             `json:"destination,omitempty"`
-}
-
-// Kind is the job's River kind (riverKind).
-func (a insertArgs) Kind() string { return riverKind(a.JobKind, a.Destination) }
 
 // ArgsOverhead bounds the bytes, in the job table, that a job's arguments
 // add around its ticket: field names, a 64-byte kind, a tenant, a 128-byte

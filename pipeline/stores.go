@@ -146,14 +146,3 @@ func (p *Pipeline) storeFor(t *claimcheck.Ticket) (*claimcheck.Store, error) {
 	}
 	return p.StoreNamed(t.Store)
 }
-
-// mustStoreFor is storeFor for paths that already hold a ticket this
-// pipeline checked in or anchored (so its store is configured); an
-// unknown store falls back to the default store, whose Claim then refuses
-// the ticket for naming another store.
-func (p *Pipeline) mustStoreFor(t *claimcheck.Ticket) *claimcheck.Store {
-	if s, err := p.storeFor(t); err == nil {
-		return s
-	}
-	return p.store
-}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/internal/testenv"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 	_ "github.com/claimcheck/claimcheck/stores/s3store" // s3:// URLs
 )
 
@@ -138,7 +139,7 @@ func TestNamedStoresPinWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defJob := old.Job.ID
-		if err := register(ctx, producer.db, defJob, rolePayload, dt); err != nil {
+		if err := jobdb.Register(ctx, producer.db, defJob, jobdb.RolePayload, dt); err != nil {
 			t.Fatal(err)
 		}
 

@@ -88,6 +88,21 @@ type Args struct {
 // job of LegacyRiverKind says another.
 func (a Args) Kind() string { return RiverKind(a.JobKind, a.Destination) }
 
+// InsertArgs are Args as an insert writes them, the same JSON: the
+// ticket is marshaled as the struct it is, where a json.RawMessage of it
+// would be compacted by encoding/json, one more scan of every byte of an
+// inline payload's base64 (a tenth of a small job's enqueue CPU).
+type InsertArgs struct {
+	JobKind        string             `json:"kind"`
+	Tenant         string             `json:"tenant" river:"unique"`
+	IdempotencyKey string             `json:"idempotency_key,omitempty" river:"unique"`
+	Ticket         *claimcheck.Ticket `json:"ticket"`
+	Destination    string             `json:"destination,omitempty"`
+}
+
+// Kind is the job's River kind (RiverKind).
+func (a InsertArgs) Kind() string { return RiverKind(a.JobKind, a.Destination) }
+
 // CompactJSON returns b without insignificant whitespace. PostgreSQL keeps
 // job arguments as jsonb, which reads back reformatted ("a": 1, "b": 2);
 // compacting restores the size the producer encoded, so ticket and argument
