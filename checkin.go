@@ -372,7 +372,9 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader, sealed *seal
 			return fmt.Errorf("claimcheck: check in %s: seal: %w: %w", t, ErrUnavailable, err)
 		}
 	}
-	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, ctxio.Reader(ctx, body), make([]byte, fileBuf))
+	buf := getFileBuf()
+	_, err = io.CopyBuffer(struct{ io.Writer }{dst}, ctxio.Reader(ctx, body), buf)
+	putFileBuf(buf) // neither writer keeps a slice it was given
 	if err == nil {
 		err = dst.Close() // the final ciphertext segment
 	}

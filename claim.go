@@ -153,7 +153,7 @@ func (p *Payload) copyError(ctx context.Context, rerr, werr error) error {
 // writing the last. Memory: two fileBuf buffers. rerr is src's error
 // (io.EOF is none), werr dst's first.
 func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr, werr error) {
-	aw := newAheadWriter(dst, 2, fileBuf)
+	aw := newAheadWriter(dst, 2)
 	r := ctxio.Reader(ctx, src)
 	for {
 		b := aw.buffer()
@@ -599,7 +599,9 @@ func decryptAhead(dr io.Reader) (*io.PipeReader, <-chan struct{}) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, err := io.CopyBuffer(pw, dr, make([]byte, 1<<20))
+		buf := getFileBuf() // a pipe's Write returns once the reader has copied every byte
+		_, err := io.CopyBuffer(pw, dr, buf)
+		putFileBuf(buf)
 		pw.CloseWithError(err) // nil: the reader sees io.EOF
 	}()
 	return pr, done

@@ -24,7 +24,7 @@ import (
 // iteration uses fresh content, so no check-in is deduplicated. Peak RSS
 // and heap cover the whole timed loop.
 func BenchmarkCheckInClaim(b *testing.B) {
-	for _, size := range []int64{4 * MiB, 64 * MiB} {
+	for _, size := range []int64{100 * KiB, 4 * MiB, 64 * MiB} {
 		b.Run(strings.ReplaceAll(FormatSize(size), " ", ""), func(b *testing.B) {
 			ctx := context.Background()
 			dir := b.TempDir()
