@@ -15,8 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"github.com/claimcheck/claimcheck/internal/ctxio"
 )
 
 // Payload is a claimed payload: the handle a worker gets for a ticket. It
@@ -144,37 +142,6 @@ func (p *Payload) copyError(ctx context.Context, rerr, werr error) error {
 		return rerr
 	}
 	return werr
-}
-
-// copyAhead copies src to dst in one pass: src is read in fileBuf pieces in
-// the caller's goroutine, and each piece is written to dst (which may hash
-// it first: copyVerified) by a goroutine of its own (aheadWriter, two
-// buffers, handed over without a copy), so reading the next piece overlaps
-// writing the last. Memory: two fileBuf buffers. rerr is src's error
-// (io.EOF is none), werr dst's first.
-func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr, werr error) {
-	aw := newAheadWriter(dst, 2)
-	r := ctxio.Reader(ctx, src)
-	for {
-		b := aw.buffer()
-		k, err := io.ReadFull(r, b)
-		if k > 0 {
-			if !aw.submit(b[:k]) {
-				break // a write failed: close reports it
-			}
-		} else {
-			aw.free <- b
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			rerr = err
-			break
-		}
-	}
-	n, werr = aw.close()
-	return n, rerr, werr
 }
 
 // WriteFile claims the payload into the file at path, verified, in one

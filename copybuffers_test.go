@@ -11,7 +11,7 @@ import (
 )
 
 // TestCopyBuffersNotShared: check-ins from a stream and verified claims
-// reuse their 1 MiB copy buffers (filestore.go, fileBufs). Many at once, of
+// reuse their 1 MiB copy buffers (copy.go, fileBufs). Many at once, of
 // distinct payloads of several pieces each, on the file and mem stores,
 // plain and encrypted: a buffer given back while its last piece is still
 // being written (or decrypted) would end up in another payload's object or
