@@ -112,7 +112,7 @@ func (p *Payload) Verify(ctx context.Context) error {
 func copyVerified(ctx context.Context, v *verifyingReader, dst io.Writer) (rerr, werr error) {
 	v.sumLater = true
 	h := sha256.New()
-	if _, rerr, werr = copyAhead(ctx, hashThenWrite{h, dst}, v); rerr == nil && werr == nil {
+	if _, rerr, werr = copyAhead(ctx, hashThenWrite{h, dst}, v, nil); rerr == nil && werr == nil {
 		rerr = v.checkSum(h.Sum(nil))
 	}
 	return rerr, werr
@@ -209,7 +209,7 @@ func (p *Payload) WriteFile(ctx context.Context, path string) error {
 		}()
 		rerr, werr = copyVerified(ctx, stream, wf)
 	} else { // verified already
-		_, rerr, werr = copyAhead(ctx, wf, src)
+		_, rerr, werr = copyAhead(ctx, wf, src, nil)
 	}
 	if werr != nil {
 		werr = fileError(fmt.Sprintf("claimcheck: claim %s: write %s", t, path), werr)

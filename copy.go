@@ -125,17 +125,25 @@ func (a *aheadWriter) close() (int64, error) {
 }
 
 // copyAhead copies src to dst in one pass: src is read in fileBuf pieces in
-// the caller's goroutine, and each piece is written to dst (which may hash
-// it first: copyVerified) by a goroutine of its own (aheadWriter, two
-// buffers, handed over without a copy), so reading the next piece overlaps
-// writing the last. Memory: two fileBuf buffers. rerr is src's error
+// the caller's goroutine, each piece is handed to seen there (if not nil:
+// spoolHashed hashes it and counts it against the size limit; an error
+// stops the copy), and then written to dst (which may hash it instead:
+// copyVerified) by a goroutine of its own (aheadWriter, two buffers,
+// handed over without a copy), so reading the next piece overlaps writing
+// the last. Memory: two fileBuf buffers. rerr is src's or seen's error
 // (io.EOF is none), werr dst's first.
-func copyAhead(ctx context.Context, dst io.Writer, src io.Reader) (n int64, rerr, werr error) {
+func copyAhead(ctx context.Context, dst io.Writer, src io.Reader, seen func([]byte) error) (n int64, rerr, werr error) {
 	aw := newAheadWriter(dst, 2)
 	r := ctxio.Reader(ctx, src)
 	for {
 		b := aw.buffer()
 		k, err := io.ReadFull(r, b)
+		if k > 0 && seen != nil {
+			if rerr = seen(b[:k]); rerr != nil {
+				aw.free <- b
+				break
+			}
+		}
 		if k > 0 {
 			if !aw.submit(b[:k]) {
 				break // a write failed: close reports it

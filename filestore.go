@@ -1,6 +1,7 @@
 package claimcheck
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -139,50 +140,22 @@ func (w *writebackFile) Write(p []byte) (int, error) {
 }
 
 // spoolHashed reads src to its end and writes head and then it to dst,
-// hashing with h, in fileBuf pieces written ahead (aheadWriter), failing
-// with ErrPayloadTooLarge past max bytes (max > 0). what names dst in
+// hashing with h as it reads, in fileBuf pieces written ahead (copyAhead),
+// failing with ErrPayloadTooLarge past the store's maximum payload size
+// (Options.MaxPayloadSize, when set). what names dst in
 // errors ("spool file in data directory"). The errors are CheckIn's:
 // ErrPayloadTooLarge, the context's (ErrUnavailable), dst's (ErrUnavailable,
 // a full disk), the reader's ("read payload").
 func (s *Store) spoolHashed(ctx context.Context, tenant string, dst io.Writer, what string, head []byte, src io.Reader, h *digester) (int64, error) {
-	aw := newAheadWriter(dst, 2)
 	var total int64
-	var rerr error
-	add := func(p []byte) bool {
+	_, rerr, werr := copyAhead(ctx, dst, io.MultiReader(bytes.NewReader(head), src), func(p []byte) error {
 		if s.maxSize > 0 && total+int64(len(p)) > s.maxSize {
-			rerr = ErrPayloadTooLarge
-			return false
+			return ErrPayloadTooLarge
 		}
 		total += int64(len(p))
 		h.Write(p)
-		return true
-	}
-	ok := true
-	if len(head) > 0 {
-		b := aw.buffer()
-		ok = add(head) && aw.submit(append(b[:0], head...))
-	}
-	r := ctxio.Reader(ctx, src)
-	for ok && rerr == nil {
-		b := aw.buffer()
-		n, err := io.ReadFull(r, b)
-		if n > 0 && !add(b[:n]) {
-			aw.free <- b
-			break
-		}
-		if n > 0 {
-			ok = aw.submit(b[:n])
-		} else {
-			aw.free <- b
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			rerr = err
-		}
-	}
-	_, werr := aw.close()
+		return nil
+	})
 	switch {
 	case errors.Is(rerr, ErrPayloadTooLarge):
 		return 0, s.tooLarge(tenant, rerr)
