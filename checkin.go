@@ -72,9 +72,11 @@ type CheckInOptions struct {
 // payload (at most the inline threshold plus copy buffers are held).
 //
 // Payloads of at most the inline threshold travel inline in the ticket and
-// touch no object. Larger ones are spooled to a temporary file while hashed
-// (the content address is known only at the end of the stream), then
-// written to their key with a conditional create; a file:// store writes
+// touch no object. Larger ones are kept while hashed (the content address
+// is known only at the end of the stream): in memory up to 1 MiB, in a
+// temporary file beyond; then written to their key with a conditional
+// create (a payload of at most 5 MiB without looking at the key first: a
+// key found taken is then checked as it would have been); a file:// store writes
 // them into the object's own file as it hashes them instead, encrypting
 // them on the way if it encrypts (filestore.go). Otherwise, when r is a
 // regular file (an *os.File), nothing is spooled: the file is read from
@@ -211,7 +213,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	// (format v2: seal.go).
 	var objTemp *os.File   // the object's temporary file, when written in pass one
 	var sealed *sealWriter // encrypting into objTemp (v2)
-	var spool *spoolFile
+	var spool *checkInSpool
 	tempDir, direct := "", false
 	if key != "" {
 		var path string
@@ -244,12 +246,9 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		reread = &rereadFile{f: file, off: fileOff, sum: crc32.New(castagnoli)}
 		dst, what = reread.sum, "checksum"
 	} else {
-		var err error
-		if spool, err = s.createSpool(); err != nil {
-			return nil, err
-		}
-		defer spool.Close()
-		dst = spool.File
+		spool = &checkInSpool{s: s, buf: getFileBuf()}
+		defer spool.close()
+		dst = spool
 	}
 	n, err := s.spoolHashed(ctx, tenant, dst, what, head.Bytes(), src, h)
 	if err != nil {
@@ -279,11 +278,6 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 			return nil, fmt.Errorf("claimcheck: check in %s: %w", t, err)
 		}
 	}
-	if spool != nil {
-		if _, err := spool.Seek(0, io.SeekStart); err != nil {
-			return nil, fmt.Errorf("claimcheck: check in %s: rewind spool: %v", t, pathErrNoName(err))
-		}
-	}
 	if path, ok := s.filePath(key); ok && direct {
 		f := objTemp
 		objTemp = nil // putFile removes it unless it becomes the object
@@ -293,7 +287,10 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	} else {
 		var body io.Reader
 		if spool != nil {
-			body = spool
+			var err error
+			if body, err = spool.reader(); err != nil {
+				return nil, fmt.Errorf("claimcheck: check in %s: rewind spool: %v", t, pathErrNoName(err))
+			}
 		} else if reread != nil {
 			body = reread
 		} else { // written in the store and yet not to be renamed: copy it (sealed: as it is)
@@ -325,14 +322,22 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader, sealed *seal
 		mu.Lock()
 		defer mu.Unlock()
 	}
-	if same, err := s.holds(ctx, t); err != nil {
-		return err
-	} else if same {
-		// Reuse, after refreshing the object's age. If it went in between
-		// (a lifecycle expiry, or a store whose HEAD was stale), write it
-		// again: a reused object must exist.
-		if gone, err := s.refresh(ctx, t); err != nil || !gone {
+	// A payload written in one request is written without looking first
+	// (lookFirst): its write asks that the key not exist (IfNotExist), and
+	// a key that does is then looked at as below. That saves a round trip
+	// per check-in at the cost of sending the bytes of a payload already
+	// stored; a larger one, and a file store's (a local stat), looks first.
+	looked := s.lookFirst(t)
+	if looked {
+		if same, err := s.holds(ctx, t); err != nil {
 			return err
+		} else if same {
+			// Reuse, after refreshing the object's age. If it went in
+			// between (a lifecycle expiry, or a store whose HEAD was
+			// stale), write it again: a reused object must exist.
+			if gone, err := s.refresh(ctx, t); err != nil || !gone {
+				return err
+			}
 		}
 	}
 	meta, aead, err := s.objectMeta(ctx, t, sealed)
@@ -396,11 +401,24 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader, sealed *seal
 	}
 	if err := w.Close(); err != nil {
 		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
-			// Lost a race with a concurrent check-in of the same key.
-			if same, herr := s.holds(ctx, t); herr != nil || same {
+			// The key exists: stored before (not looked at first), or by
+			// a concurrent check-in of the same key that won the race.
+			same, herr := s.holds(ctx, t)
+			switch {
+			case herr != nil:
 				return herr
+			case !same: // gone again since
+				return fmt.Errorf("claimcheck: check in %s: %w", t, ErrKeyConflict)
+			case looked: // written just now by the winner
+				return nil
 			}
-			return fmt.Errorf("claimcheck: check in %s: %w", t, ErrKeyConflict)
+			// Reused: refreshed as above. One gone by now (an expiry
+			// between the write and the refresh) is not written again
+			// here, the body being spent: the check-in fails, transient.
+			if gone, err := s.refresh(ctx, t); err != nil || !gone {
+				return err
+			}
+			return fmt.Errorf("claimcheck: check in %s: the stored copy of these bytes expired while it was being reused: check in again: %w", t, ErrUnavailable)
 		}
 		return storeError("claimcheck: check in "+t.String()+": commit", err, false)
 	}
@@ -410,6 +428,21 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader, sealed *seal
 		}
 	}
 	return nil
+}
+
+// oneRequestSize is the largest payload put writes without looking at its
+// key first: 5 MiB, S3's smallest part (S3 PutObject and multipart upload
+// limits; stores/s3store's multipart threshold is its part size, at least
+// that), so that on S3 a key found taken costs at most one request's body.
+const oneRequestSize = 5 << 20
+
+// lookFirst reports whether put looks at t's key before writing it: for a
+// file store (a stat of a local file), and for a payload larger than
+// oneRequestSize. Otherwise the write's IfNotExist (If-None-Match: * on
+// S3, a precondition on GCS and Azure) finds a key taken, which the
+// store's driver must honour (stores/s3store).
+func (s *Store) lookFirst(t *Ticket) bool {
+	return s.fileRoot != "" || t.Size > oneRequestSize
 }
 
 // objectMeta is the metadata recorded on t's object and, when the store
@@ -588,6 +621,56 @@ func (c *rereadFile) Read(p []byte) (int, error) {
 		return n, errFileChanged
 	}
 	return n, err
+}
+
+// checkInSpool keeps a check-in's payload from a stream between hashing
+// it and storing it: in memory while it fits in one fileBuf (1 MiB, from
+// the pool), else in a spool file, the buffered bytes first. A document
+// of 64 KiB to 1 MiB, offloaded, then costs no file to create, unlink,
+// write, rewind and read back. Memory per check-in is one fileBuf more
+// whatever the size.
+type checkInSpool struct {
+	s    *Store
+	buf  []byte // buf[:n] is the payload while file is nil
+	n    int
+	file *spoolFile
+}
+
+func (c *checkInSpool) Write(p []byte) (int, error) {
+	if c.file == nil {
+		if c.n+len(p) <= len(c.buf) {
+			c.n += copy(c.buf[c.n:], p)
+			return len(p), nil
+		}
+		f, err := c.s.createSpool()
+		if err != nil {
+			return 0, err
+		}
+		c.file = f
+		if _, err := f.Write(c.buf[:c.n]); err != nil {
+			return 0, err
+		}
+	}
+	return c.file.Write(p)
+}
+
+// reader reads the payload from its start.
+func (c *checkInSpool) reader() (io.Reader, error) {
+	if c.file == nil {
+		return bytes.NewReader(c.buf[:c.n]), nil
+	}
+	_, err := c.file.Seek(0, io.SeekStart)
+	return c.file, err
+}
+
+// close gives the buffer back and closes the file, if any: reader's
+// reader is spent.
+func (c *checkInSpool) close() {
+	if c.file != nil {
+		c.file.Close()
+	}
+	putFileBuf(c.buf)
+	c.buf = nil
 }
 
 // spoolFile is a temporary file that is unlinked as soon as it is created,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -163,9 +164,10 @@ func TestCheckInFileWithoutSpool(t *testing.T) {
 				b = setupMem(t, opts)
 			}
 			breakSpool(t, b.spool)
-			if _, err := b.store.CheckIn(b.ctx, "acme", bytes.NewReader(randomBytes(threshold+1, 63)), nil); !tc.file {
+			// More than a stream's check-in keeps in memory (1 MiB).
+			if _, err := b.store.CheckIn(b.ctx, "acme", bytes.NewReader(randomBytes(1<<20+1, 63)), nil); !tc.file {
 				if err == nil {
-					t.Fatal("a check-in from a bytes.Reader did not need the spool: the test proves nothing")
+					t.Fatal("a check-in from a bytes.Reader of 1 MiB + 1 byte did not need the spool: the test proves nothing")
 				}
 			} else if err != nil {
 				t.Fatalf("a check-in from a bytes.Reader into a file:// store spooled: %v", err)
@@ -221,6 +223,51 @@ func TestS3CheckInFileWithoutSpool(t *testing.T) {
 			})
 			if u := b.uploads(t, claimcheck.PrefixPayloads+b.tenant+"/"); len(u) != 0 {
 				t.Fatalf("%d multipart uploads left open", len(u))
+			}
+		})
+	}
+}
+
+// TestCheckInStreamUpTo1MiBInMemory: an offloaded payload from a stream
+// of at most 1 MiB is kept in memory between hashing and storing it (no
+// spool file: with the spool directory broken, it is checked in, plain or
+// encrypted, and its object holds it); one byte more needs the spool.
+func TestCheckInStreamUpTo1MiBInMemory(t *testing.T) {
+	t.Parallel()
+	for _, enc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encrypted=%v", enc), func(t *testing.T) {
+			t.Parallel()
+			var opts *claimcheck.Options
+			if enc {
+				opts = &claimcheck.Options{Keeper: newKeeper(t)}
+			}
+			b := setupMem(t, opts)
+			breakSpool(t, b.spool)
+			for _, n := range []int{threshold + 1, 200 << 10, 1 << 20} {
+				data := randomBytes(n, uint64(n))
+				tk, err := b.store.CheckIn(b.ctx, "acme", bytes.NewReader(data), nil)
+				if err != nil {
+					t.Fatalf("%d bytes: %v", n, err)
+				}
+				if tk.IsInline() || tk.Size != int64(n) {
+					t.Fatalf("%d bytes: ticket %v, want an object of that size", n, tk)
+				}
+				p, err := b.store.Claim(tk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := p.OpenStream(b.ctx) // Open would need the spool
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(r)
+				r.Close()
+				if err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("%d bytes: claimed %d bytes (%v), not the payload", n, len(got), err)
+				}
+			}
+			if _, err := b.store.CheckIn(b.ctx, "acme", bytes.NewReader(randomBytes(1<<20+1, 7)), nil); err == nil {
+				t.Fatal("1 MiB + 1 byte checked in with the spool directory broken: kept in memory")
 			}
 		})
 	}

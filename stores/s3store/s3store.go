@@ -43,7 +43,10 @@
 //     ETags are never read as hashes.
 //   - Objects are created with If-None-Match: * (blob.WriterOptions.IfNotExist),
 //     on PutObject and CompleteMultipartUpload, so two check-ins racing for a
-//     key cannot both commit.
+//     key cannot both commit. A payload of at most 5 MiB (one PutObject) is
+//     written without a HEAD of its key first: a 412 tells a key already
+//     taken, which the check-in then looks at (claimcheck.Store.CheckIn). A
+//     server that ignores If-None-Match is not supported.
 //   - Large payloads go up in parts of s3PartSize (5 MiB, S3's minimum, until
 //     the 10,000-part limit needs more), s3UploadConcurrency at a time (the
 //     next part read from the spool, or from the payload file itself, while
