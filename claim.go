@@ -25,7 +25,7 @@ type Payload struct {
 	ticket *Ticket
 
 	mu       sync.Mutex
-	verified *spoolFile // set once the payload has been fetched and verified
+	verified verifiedCopy // set once the payload has been fetched and verified
 	plain    []byte     // an inline payload's verified (decrypted) bytes
 }
 
@@ -55,10 +55,11 @@ func (p *Payload) Ticket() *Ticket { return p.ticket }
 func (p *Payload) Size() int64 { return p.ticket.Size }
 
 // Verify fetches the payload and checks its size and SHA-256 against the
-// ticket, keeping the verified bytes in a temporary file under the spool
-// directory (never in memory) until Close; an unencrypted object of a
-// file:// store is verified where it lies and its file, held open, is the
-// verified copy (no spool written). Calling it again is free.
+// ticket, keeping the verified bytes until Close: a payload of at most
+// 1 MiB in memory (one pooled buffer), a larger one in a temporary file
+// under the spool directory; an unencrypted object of a file:// store is
+// verified where it lies and its file, held open, is the verified copy
+// (nothing copied). Calling it again is free.
 //
 // Errors: ErrPayloadMissing when the object does not exist; ErrPayloadCorrupt
 // on a size or digest mismatch; ErrAccessDenied or ErrUnavailable for store
@@ -86,16 +87,79 @@ func (p *Payload) Verify(ctx context.Context) error {
 		return err
 	}
 	defer v.Close()
-	spool, err := p.store.createSpool()
-	if err != nil {
-		return err
+	var copied verifiedCopy
+	var dst io.Writer
+	if p.ticket.Size <= fileBuf {
+		m := &memCopy{buf: getFileBuf()}
+		copied, dst = m, m
+	} else {
+		spool, err := p.store.createSpool()
+		if err != nil {
+			return err
+		}
+		copied, dst = spool, spool
 	}
 	// One pass, nothing read back to verify it (copyVerified).
-	if rerr, werr := copyVerified(ctx, v, spool); rerr != nil || werr != nil {
-		spool.Close()
+	if rerr, werr := copyVerified(ctx, v, dst); rerr != nil || werr != nil {
+		copied.Close()
 		return p.copyError(ctx, rerr, werr)
 	}
-	p.verified = spool
+	p.verified = copied
+	return nil
+}
+
+// verifiedCopy holds a payload's verified bytes (Verify): a spoolFile, a
+// file:// store's object file, or a memCopy.
+type verifiedCopy interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// memCopy is a verified copy of at most fileBuf bytes in a buffer of the
+// pool. Close gives the buffer back; a read after it fails, and a read
+// holds mu, so that no reader of an Open made before Close can see the
+// bytes of the buffer's next user.
+type memCopy struct {
+	mu  sync.RWMutex
+	buf []byte // nil once closed
+	n   int
+}
+
+var errCopyClosed = errors.New("claimcheck: the verified copy was released (Payload.Close)")
+
+// Write appends p, refusing more than the buffer holds (the claim's
+// verifyingReader has refused more bytes than the ticket's size before).
+func (m *memCopy) Write(p []byte) (int, error) {
+	if len(p) > len(m.buf)-m.n {
+		return 0, fmt.Errorf("claimcheck: claim: more than %d bytes, the most the ticket's size allows: %w", len(m.buf), ErrPayloadCorrupt)
+	}
+	m.n += copy(m.buf[m.n:], p)
+	return len(p), nil
+}
+
+func (m *memCopy) ReadAt(p []byte, off int64) (int, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.buf == nil {
+		return 0, errCopyClosed
+	}
+	if off >= int64(m.n) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.buf[off:m.n])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (m *memCopy) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.buf != nil {
+		putFileBuf(m.buf)
+		m.buf = nil
+	}
 	return nil
 }
 

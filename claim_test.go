@@ -416,3 +416,80 @@ func TestTicketRedactedKeyAndStat(t *testing.T) {
 		t.Fatalf("Stat after truncation = %+v, %v", info, err)
 	}
 }
+
+// TestClaimUpTo1MiBInMemory: Verify keeps a payload of at most 1 MiB in
+// memory (no spool file: with the spool directory broken, it is claimed
+// and read back, from the mem store plain and encrypted and from an
+// encrypted file store); one byte more needs the spool. A reader of Open
+// fails once the payload is closed, even after its buffer has gone to
+// another claim: it never reads another payload's bytes.
+func TestClaimUpTo1MiBInMemory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T, opts *claimcheck.Options) *testBundle
+		seal bool
+	}{
+		{"Mem", setupMem, false},
+		{"MemEncrypted", setupMem, true},
+		{"FileEncrypted", setup, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var opts *claimcheck.Options
+			if tc.seal {
+				opts = &claimcheck.Options{Keeper: newKeeper(t)}
+			}
+			b := tc.open(t, opts)
+			breakSpool(t, b.spool)
+			checkIn := func(data []byte) *claimcheck.Ticket {
+				t.Helper()
+				// From a regular file: no spool needed whatever the size.
+				tk, err := b.store.CheckIn(b.ctx, "acme", payloadFile(t, nil, data), nil)
+				if err != nil {
+					t.Fatalf("check in %d bytes: %v", len(data), err)
+				}
+				return tk
+			}
+			for _, n := range []int{threshold + 1, 200 << 10, 1 << 20} {
+				data := randomBytes(n, uint64(n))
+				p, err := b.store.Claim(checkIn(data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := p.Open(b.ctx)
+				if err != nil {
+					t.Fatalf("%d bytes: Open with the spool directory broken: %v", n, err)
+				}
+				if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("%d bytes: read %d bytes (%v), not the payload", n, len(got), err)
+				}
+				stale, err := p.Open(b.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Close()
+				// The buffer goes to the next claim, of other bytes.
+				other := randomBytes(n, uint64(n)+1)
+				p2, err := b.store.Claim(checkIn(other))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p2.Verify(b.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if got, err := io.ReadAll(stale); err == nil || bytes.Contains(other, got[:min(len(got), 64)]) && len(got) > 0 {
+					t.Fatalf("%d bytes: a reader of a closed payload read %d bytes (%v), want an error and nothing of another payload", n, len(got), err)
+				}
+				p2.Close()
+			}
+			p, err := b.store.Claim(checkIn(randomBytes(1<<20+1, 9)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Verify(b.ctx); err == nil {
+				t.Fatal("1 MiB + 1 byte verified with the spool directory broken: kept in memory")
+			}
+		})
+	}
+}
