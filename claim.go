@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"gocloud.dev/blob"
 )
 
 // Payload is a claimed payload: the handle a worker gets for a ticket. It
@@ -26,7 +28,7 @@ type Payload struct {
 
 	mu       sync.Mutex
 	verified verifiedCopy // set once the payload has been fetched and verified
-	plain    []byte     // an inline payload's verified (decrypted) bytes
+	plain    []byte       // an inline payload's verified (decrypted) bytes
 }
 
 // Claim validates a ticket against this store and returns its payload,
@@ -397,35 +399,58 @@ func (p *Payload) OpenStream(ctx context.Context) (io.ReadCloser, error) {
 func (p *Payload) openVerifying(ctx context.Context) (*verifyingReader, error) {
 	t := p.ticket
 	s := p.store
-	var wrapped, keyID string
-	format := 1 // of the sealed object (sealFormat)
-	if s.seal != nil {
-		// The wrapped data key is in the object's metadata: one HEAD first.
-		attrs, err := s.bucket.Attributes(ctx, t.Key)
-		if err != nil {
-			return nil, s.claimError(ctx, "claimcheck: claim "+t.String(), t, err)
-		}
-		if wrapped, keyID = attrs.Metadata[metaDEK], attrs.Metadata[metaKEKID]; wrapped == "" {
-			// The producer stored it plain (a library store opened without
-			// Options.Keeper, or --keeper none): a configuration mismatch
-			// between producer and worker, retried and reported, never a
-			// corrupt payload.
-			return nil, fmt.Errorf("claimcheck: claim %s: the payload was stored unencrypted and this worker requires encryption: "+
-				"give the producer this worker's keeper (Options.Keeper and KeeperID, or --keeper; `claimcheck keys` prints it), "+
-				"or run this worker without one (--keeper none): %w", t, ErrConfig)
-		}
-		if format, err = sealFormat(attrs.Metadata); err != nil {
-			return nil, fmt.Errorf("claimcheck: claim %s: %w", t, err)
-		}
-	}
 	// Close cancels rctx when the decrypting goroutine is still in a read
 	// of r: r is closed only once that read has returned (a blob.Reader is
 	// not safe for concurrent use).
 	rctx, cancel := context.WithCancel(ctx)
-	r, err := s.bucket.NewReader(rctx, t.Key, nil)
-	if err != nil {
+	var r *blob.Reader
+	fail := func(err error) (*verifyingReader, error) {
+		if r != nil {
+			r.Close()
+		}
 		cancel()
-		return nil, s.claimError(ctx, "claimcheck: claim "+t.String(), t, err)
+		return nil, err
+	}
+	var wrapped, keyID string
+	format := 1 // of the sealed object (sealFormat)
+	if s.seal != nil {
+		// The wrapped data key is in the object's metadata: that of the
+		// read itself where the store's driver has it (ReaderMetadata),
+		// else one request for the attributes first.
+		var md map[string]string
+		if rm, ok := s.hooks.(ReaderMetadata); ok {
+			var err error
+			if r, err = s.bucket.NewReader(rctx, t.Key, nil); err != nil {
+				return fail(s.claimError(ctx, "claimcheck: claim "+t.String(), t, err))
+			}
+			md, _ = rm.ReaderMetadata(r.As)
+		}
+		if md == nil {
+			attrs, err := s.bucket.Attributes(ctx, t.Key)
+			if err != nil {
+				return fail(s.claimError(ctx, "claimcheck: claim "+t.String(), t, err))
+			}
+			md = attrs.Metadata
+		}
+		if wrapped, keyID = md[metaDEK], md[metaKEKID]; wrapped == "" {
+			// The producer stored it plain (a library store opened without
+			// Options.Keeper, or --keeper none): a configuration mismatch
+			// between producer and worker, retried and reported, never a
+			// corrupt payload.
+			return fail(fmt.Errorf("claimcheck: claim %s: the payload was stored unencrypted and this worker requires encryption: "+
+				"give the producer this worker's keeper (Options.Keeper and KeeperID, or --keeper; `claimcheck keys` prints it), "+
+				"or run this worker without one (--keeper none): %w", t, ErrConfig))
+		}
+		var err error
+		if format, err = sealFormat(md); err != nil {
+			return fail(fmt.Errorf("claimcheck: claim %s: %w", t, err))
+		}
+	}
+	if r == nil {
+		var err error
+		if r, err = s.bucket.NewReader(rctx, t.Key, nil); err != nil {
+			return fail(s.claimError(ctx, "claimcheck: claim "+t.String(), t, err))
+		}
 	}
 	v := &verifyingReader{r: r, cancel: cancel, t: t, sum: sha256.New(), src: r}
 	if s.seal == nil {
@@ -442,16 +467,12 @@ func (p *Payload) openVerifying(ctx context.Context) (*verifyingReader, error) {
 	if wrapped != "" {
 		aead, err := s.seal.openDataKey(ctx, wrapped, associatedData(t.Tenant, t.Key))
 		if err != nil {
-			r.Close()
-			cancel()
-			return nil, fmt.Errorf("claimcheck: claim %s: sealed under key id %s, this worker's keeper has key id %s: %w", t, KeyIDText(keyID), KeyIDText(s.seal.keyID), err)
+			return fail(fmt.Errorf("claimcheck: claim %s: sealed under key id %s, this worker's keeper has key id %s: %w", t, KeyIDText(keyID), KeyIDText(s.seal.keyID), err))
 		}
 		tr := &trackingReader{r: r}
 		dr, err := aead.NewDecryptingReader(tr, objectAD(format, t.Tenant, t.Key))
 		if err != nil {
-			r.Close()
-			cancel()
-			return nil, fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt)
+			return fail(fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt))
 		}
 		ahead, done := decryptAhead(dr)
 		// Callers read in small pieces (io.Copy: 32 KiB); a 1 MiB buffer

@@ -98,6 +98,18 @@ type BucketChecker interface {
 	CheckBucket(ctx context.Context) error
 }
 
+// ReaderMetadata is implemented by StoreHooks whose reads return the
+// object's metadata with its bytes (S3: GetObject's x-amz-meta-* headers):
+// a claim of an encrypted object then reads its wrapped data key from the
+// read (blob.Reader.As is as) instead of asking for the object's
+// attributes first, one request instead of two. ok is false when the
+// read's metadata cannot be had; the claim then asks for the attributes.
+// The map is what blob.Attributes' Metadata would be: keys and values as
+// they were written.
+type ReaderMetadata interface {
+	ReaderMetadata(as func(any) bool) (md map[string]string, ok bool)
+}
+
 // StoreConfigError is implemented by errors a StoreDriver returns (at any
 // depth of the chain) for a failure of the store's configuration rather
 // than of the payload or the service, such as server-side encryption

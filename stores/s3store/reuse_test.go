@@ -5,7 +5,16 @@ package s3store
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strings"
 	"testing"
+
+	"gocloud.dev/secrets/localsecrets"
+
+	"github.com/claimcheck/claimcheck"
 )
 
 // TestS3ReuseWithoutLookingFirst: a payload of at most 5 MiB is written
@@ -69,5 +78,73 @@ func TestS3ReuseWithoutLookingFirst(t *testing.T) {
 	}
 	if objects, uploads := b.leftovers(t); objects != 2 || uploads != 0 {
 		t.Fatalf("%d objects and %d open uploads, want 2 and 0", objects, uploads)
+	}
+}
+
+// TestS3ClaimEncryptedOneRequest: a verified claim of an encrypted object
+// reads its wrapped data key from the GetObject response's metadata
+// (hooks.ReaderMetadata): one GetObject and no HeadObject, and the payload
+// claims back; an object stored unencrypted is still refused with ErrConfig
+// by a store that encrypts.
+func TestS3ClaimEncryptedOneRequest(t *testing.T) {
+	t.Parallel()
+	var rec sseHeaders
+	u := withParams(t, sseBaseURL(t))
+	bucket, err := openS3BucketWith(t.Context(), u, rec.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bucket.Close() })
+	key, err := localsecrets.NewRandomKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keeper := localsecrets.NewKeeper(key)
+	t.Cleanup(func() { keeper.Close() })
+	sealed, err := claimcheck.NewStore(bucket, &claimcheck.Options{SpoolDir: t.TempDir(), Keeper: keeper, KeeperID: claimcheck.LocalKeyID(key[:])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := claimcheck.NewStore(bucket, &claimcheck.Options{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id [6]byte
+	rand.Read(id[:])
+	tenant := "claim-" + hex.EncodeToString(id[:])
+	for _, n := range []int{sseSmallPayload, 3 << 20} { // in memory, and spooled
+		data := ssePayload(byte(n>>10), n)
+		tk, err := sealed.CheckIn(t.Context(), tenant, bytes.NewReader(data), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads, gets := len(rec.ops("HeadObject")), len(rec.ops("GetObject"))
+		p, err := sealed.Claim(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Open(t.Context())
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		got, err := io.ReadAll(r)
+		p.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: claimed %d bytes (%v), not the payload", n, len(got), err)
+		}
+		if h, g := len(rec.ops("HeadObject"))-heads, len(rec.ops("GetObject"))-gets; h != 0 || g != 1 {
+			t.Errorf("%d bytes: the claim made %d HeadObject and %d GetObject requests, want 0 and 1", n, h, g)
+		}
+	}
+	tk, err := plain.CheckIn(t.Context(), tenant, bytes.NewReader(ssePayload(7, sseSmallPayload)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sealed.Claim(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Verify(t.Context()); !errors.Is(err, claimcheck.ErrConfig) || !strings.Contains(err.Error(), "stored unencrypted") {
+		t.Fatalf("claim of an unencrypted object by a store that encrypts: %v, want ErrConfig saying it was stored unencrypted", err)
 	}
 }

@@ -671,6 +671,34 @@ func (h *hooks) CheckExisting(attrs *blob.Attributes) error {
 	return &sseError{want: c.describe(c.typ, c.kmsKey), existing: true, got: c.describe(head.ServerSideEncryption, aws.ToString(head.SSEKMSKeyId))}
 }
 
+// ReaderMetadata implements claimcheck.ReaderMetadata: the x-amz-meta-*
+// headers of the read's GetObject response (blob.Reader.As gives
+// *s3.GetObjectOutput), unescaped as s3blob unescapes a HEAD's for
+// blob.Attributes (keys and values url.PathUnescape'd, see s3blob's
+// package comment). A key s3blob would also hex-unescape (one holding
+// "__0x") gives ok false: the claim then asks for the attributes, and
+// s3blob unescapes them itself.
+func (h *hooks) ReaderMetadata(as func(any) bool) (map[string]string, bool) {
+	var out s3.GetObjectOutput
+	if !as(&out) {
+		return nil, false
+	}
+	md := make(map[string]string, len(out.Metadata))
+	for k, v := range out.Metadata {
+		if strings.Contains(k, "__0x") {
+			return nil, false
+		}
+		if u, err := url.PathUnescape(k); err == nil {
+			k = u
+		}
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
+		md[k] = v
+	}
+	return md, true
+}
+
 // Housekeeping: what the sweeper and reuse need beyond gocloud.dev/blob.
 
 // s3MaxCopySize is the largest object one CopyObject copies (5 GiB).
