@@ -475,9 +475,11 @@ func (p *Payload) openVerifying(ctx context.Context) (*verifyingReader, error) {
 			return fail(fmt.Errorf("claimcheck: claim %s: ciphertext header: %w", t, ErrPayloadCorrupt))
 		}
 		ahead, done := decryptAhead(dr)
-		// Callers read in small pieces (io.Copy: 32 KiB); a 1 MiB buffer
-		// turns those into one hand-off per segment from the goroutine.
-		v.src, v.tracked, v.ahead, v.aheadDone = bufio.NewReaderSize(ahead, 1<<20), tr, ahead, done
+		// Callers read in small pieces (io.Copy: 32 KiB); a buffer of a
+		// segment (1 MiB, or the payload's size if smaller: it is
+		// allocated and zeroed per claim) turns those into one hand-off
+		// per segment from the goroutine.
+		v.src, v.tracked, v.ahead, v.aheadDone = bufio.NewReaderSize(ahead, int(min(1<<20, max(t.Size, 4096)))), tr, ahead, done
 	}
 	return v, nil
 }
