@@ -627,8 +627,9 @@ func (c *rereadFile) Read(p []byte) (int, error) {
 // it and storing it: in memory while it fits in one fileBuf (1 MiB, from
 // the pool), else in a spool file, the buffered bytes first. A document
 // of 64 KiB to 1 MiB, offloaded, then costs no file to create, unlink,
-// write, rewind and read back. Memory per check-in is one fileBuf more
-// whatever the size.
+// write, rewind and read back. The buffer goes back to the pool as soon as
+// the payload outgrows it: a larger payload's check-in holds no more
+// memory than before.
 type checkInSpool struct {
 	s    *Store
 	buf  []byte // buf[:n] is the payload while file is nil
@@ -647,7 +648,10 @@ func (c *checkInSpool) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		c.file = f
-		if _, err := f.Write(c.buf[:c.n]); err != nil {
+		_, err = f.Write(c.buf[:c.n])
+		putFileBuf(c.buf)
+		c.buf = nil
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -669,8 +673,10 @@ func (c *checkInSpool) close() {
 	if c.file != nil {
 		c.file.Close()
 	}
-	putFileBuf(c.buf)
-	c.buf = nil
+	if c.buf != nil {
+		putFileBuf(c.buf)
+		c.buf = nil
+	}
 }
 
 // spoolFile is a temporary file that is unlinked as soon as it is created,
