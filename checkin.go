@@ -246,7 +246,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		reread = &rereadFile{f: file, off: fileOff, sum: crc32.New(castagnoli)}
 		dst, what = reread.sum, "checksum"
 	} else {
-		spool = &checkInSpool{s: s, buf: getFileBuf()}
+		spool = &checkInSpool{s: s, mem: newMemCopy()}
 		defer spool.close()
 		dst = spool
 	}
@@ -624,33 +624,31 @@ func (c *rereadFile) Read(p []byte) (int, error) {
 }
 
 // checkInSpool keeps a check-in's payload from a stream between hashing
-// it and storing it: in memory while it fits in one fileBuf (1 MiB, from
-// the pool), else in a spool file, the buffered bytes first. A document
+// it and storing it: in memory while it fits in one fileBuf (1 MiB, a
+// memCopy), else in a spool file, the buffered bytes first. A document
 // of 64 KiB to 1 MiB, offloaded, then costs no file to create, unlink,
 // write, rewind and read back. The buffer goes back to the pool as soon as
 // the payload outgrows it: a larger payload's check-in holds no more
 // memory than before.
 type checkInSpool struct {
 	s    *Store
-	buf  []byte // buf[:n] is the payload while file is nil
-	n    int
+	mem  *memCopy // the payload while it fits; nil once it is in file
 	file *spoolFile
 }
 
 func (c *checkInSpool) Write(p []byte) (int, error) {
 	if c.file == nil {
-		if c.n+len(p) <= len(c.buf) {
-			c.n += copy(c.buf[c.n:], p)
-			return len(p), nil
+		if c.mem.fits(len(p)) {
+			return c.mem.Write(p)
 		}
 		f, err := c.s.createSpool()
 		if err != nil {
 			return 0, err
 		}
 		c.file = f
-		_, err = f.Write(c.buf[:c.n])
-		putFileBuf(c.buf)
-		c.buf = nil
+		_, err = f.Write(c.mem.bytes())
+		c.mem.Close()
+		c.mem = nil
 		if err != nil {
 			return 0, err
 		}
@@ -661,7 +659,7 @@ func (c *checkInSpool) Write(p []byte) (int, error) {
 // reader reads the payload from its start.
 func (c *checkInSpool) reader() (io.Reader, error) {
 	if c.file == nil {
-		return bytes.NewReader(c.buf[:c.n]), nil
+		return bytes.NewReader(c.mem.bytes()), nil
 	}
 	_, err := c.file.Seek(0, io.SeekStart)
 	return c.file, err
@@ -673,9 +671,8 @@ func (c *checkInSpool) close() {
 	if c.file != nil {
 		c.file.Close()
 	}
-	if c.buf != nil {
-		putFileBuf(c.buf)
-		c.buf = nil
+	if c.mem != nil {
+		c.mem.Close()
 	}
 }
 

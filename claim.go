@@ -92,7 +92,7 @@ func (p *Payload) Verify(ctx context.Context) error {
 	var copied verifiedCopy
 	var dst io.Writer
 	if p.ticket.Size <= fileBuf {
-		m := &memCopy{buf: getFileBuf()}
+		m := newMemCopy()
 		copied, dst = m, m
 	} else {
 		spool, err := p.store.createSpool()
@@ -115,54 +115,6 @@ func (p *Payload) Verify(ctx context.Context) error {
 type verifiedCopy interface {
 	io.ReaderAt
 	io.Closer
-}
-
-// memCopy is a verified copy of at most fileBuf bytes in a buffer of the
-// pool. Close gives the buffer back; a read after it fails, and a read
-// holds mu, so that no reader of an Open made before Close can see the
-// bytes of the buffer's next user.
-type memCopy struct {
-	mu  sync.RWMutex
-	buf []byte // nil once closed
-	n   int
-}
-
-var errCopyClosed = errors.New("claimcheck: the verified copy was released (Payload.Close)")
-
-// Write appends p, refusing more than the buffer holds (the claim's
-// verifyingReader has refused more bytes than the ticket's size before).
-func (m *memCopy) Write(p []byte) (int, error) {
-	if len(p) > len(m.buf)-m.n {
-		return 0, fmt.Errorf("claimcheck: claim: more than %d bytes, the most the ticket's size allows: %w", len(m.buf), ErrPayloadCorrupt)
-	}
-	m.n += copy(m.buf[m.n:], p)
-	return len(p), nil
-}
-
-func (m *memCopy) ReadAt(p []byte, off int64) (int, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.buf == nil {
-		return 0, errCopyClosed
-	}
-	if off >= int64(m.n) {
-		return 0, io.EOF
-	}
-	n := copy(p, m.buf[off:m.n])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func (m *memCopy) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.buf != nil {
-		putFileBuf(m.buf)
-		m.buf = nil
-	}
-	return nil
 }
 
 // copyVerified copies the object v reads (openVerifying) to dst in one

@@ -2,11 +2,13 @@ package claimcheck
 
 // The copy machinery check-ins and verified claims share on every store:
 // fileBuf pieces from one pool, written by a goroutine of their own while
-// the next piece is read (aheadWriter, copyAhead).
+// the next piece is read (aheadWriter, copyAhead), and a payload of at most
+// fileBuf kept in one of them (memCopy).
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -20,8 +22,10 @@ const fileBuf = 1 << 20
 
 // fileBufs keeps fileBuf buffers between check-ins and claims (getFileBuf,
 // putFileBuf). A check-in of a stream takes three (spoolHashed's two, the
-// upload's one) and a verified claim two or three, whatever the payload's
-// size: allocated anew, and zeroed, for each one, their allocation was 8%
+// upload's one) and a fourth while a payload of at most fileBuf is kept in
+// memory (memCopy), and a verified claim two or three, and a fourth for a
+// payload kept in memory: allocated anew, and zeroed, for each one, their
+// allocation (before the memCopy) was 8%
 // of the CPU of a workload of small offloaded payloads (bench workload
 // --always-offload, PostgreSQL and S3, beside 14% of garbage collection),
 // and all but 16 KiB of the 3,166,000 bytes a 100 KiB check-in and
@@ -161,4 +165,62 @@ func copyAhead(ctx context.Context, dst io.Writer, src io.Reader, seen func([]by
 	}
 	n, werr = aw.close()
 	return n, rerr, werr
+}
+
+// memCopy holds at most fileBuf bytes in a buffer of the pool: a
+// check-in's payload between hashing and storing it (checkInSpool) and a
+// claim's verified copy (Verify). Close gives the buffer back; a read
+// after it fails, and a read holds mu, so that no reader of an Open made
+// before Close can see the bytes of the buffer's next user.
+type memCopy struct {
+	mu  sync.RWMutex
+	buf []byte // nil once closed
+	n   int
+}
+
+func newMemCopy() *memCopy { return &memCopy{buf: getFileBuf()} }
+
+// fits reports whether k more bytes fit.
+func (m *memCopy) fits(k int) bool { return k <= len(m.buf)-m.n }
+
+// bytes is what was written, for the writer's own goroutine (no lock).
+func (m *memCopy) bytes() []byte { return m.buf[:m.n] }
+
+var errCopyClosed = errors.New("claimcheck: the verified copy was released (Payload.Close)")
+
+// Write appends p. More than the buffer holds is refused: a claim's
+// verifyingReader has refused more bytes than the ticket's size before,
+// and a check-in asks fits first.
+func (m *memCopy) Write(p []byte) (int, error) {
+	if !m.fits(len(p)) {
+		return 0, fmt.Errorf("claimcheck: more than %d bytes for a copy kept in memory: %w", len(m.buf), ErrPayloadCorrupt)
+	}
+	m.n += copy(m.buf[m.n:], p)
+	return len(p), nil
+}
+
+func (m *memCopy) ReadAt(p []byte, off int64) (int, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.buf == nil {
+		return 0, errCopyClosed
+	}
+	if off >= int64(m.n) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.buf[off:m.n])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (m *memCopy) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.buf != nil {
+		putFileBuf(m.buf)
+		m.buf = nil
+	}
+	return nil
 }
