@@ -329,15 +329,8 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader, sealed *seal
 	// stored; a larger one, and a file store's (a local stat), looks first.
 	looked := s.lookFirst(t)
 	if looked {
-		if same, err := s.holds(ctx, t); err != nil {
+		if reused, err := s.reuse(ctx, t); err != nil || reused {
 			return err
-		} else if same {
-			// Reuse, after refreshing the object's age. If it went in
-			// between (a lifecycle expiry, or a store whose HEAD was
-			// stale), write it again: a reused object must exist.
-			if gone, err := s.refresh(ctx, t); err != nil || !gone {
-				return err
-			}
 		}
 	}
 	meta, aead, err := s.objectMeta(ctx, t, sealed)
@@ -401,24 +394,20 @@ func (s *Store) put(ctx context.Context, t *Ticket, body io.Reader, sealed *seal
 	}
 	if err := w.Close(); err != nil {
 		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
-			// The key exists: stored before (not looked at first), or by
-			// a concurrent check-in of the same key that won the race.
-			same, herr := s.holds(ctx, t)
-			switch {
-			case herr != nil:
-				return herr
-			case !same: // gone again since
+			if looked {
+				// Lost a race with a concurrent check-in of the same key.
+				if same, herr := s.holds(ctx, t); herr != nil || same {
+					return herr
+				}
 				return fmt.Errorf("claimcheck: check in %s: %w", t, ErrKeyConflict)
-			case looked: // written just now by the winner
-				return nil
 			}
-			// Reused: refreshed as above. One gone by now (an expiry
-			// between the write and the refresh) is not written again
-			// here, the body being spent: the check-in fails, transient.
-			if gone, err := s.refresh(ctx, t); err != nil || !gone {
+			// Stored before: reused as above. One gone by now (an
+			// expiry since the refused write) is not written again here,
+			// the body being spent: the check-in fails, transient.
+			if reused, err := s.reuse(ctx, t); err != nil || reused {
 				return err
 			}
-			return fmt.Errorf("claimcheck: check in %s: the stored copy of these bytes expired while it was being reused: check in again: %w", t, ErrUnavailable)
+			return fmt.Errorf("claimcheck: check in %s: the stored copy of these bytes went while it was being reused: check in again: %w", t, ErrUnavailable)
 		}
 		return storeError("claimcheck: check in "+t.String()+": commit", err, false)
 	}
@@ -477,6 +466,19 @@ func (s *Store) objectMeta(ctx context.Context, t *Ticket, sealed *sealWriter) (
 		meta[metaKEKID] = s.seal.keyID
 	}
 	return meta, aead, nil
+}
+
+// reuse reports whether the object at t.Key already holds t's payload
+// (holds), its age then refreshed (refresh) so that expiry counts from
+// this check-in. An object that went in between (a lifecycle expiry, or a
+// store whose HEAD was stale) is not reused: a reused object must exist.
+// Errors: holds' (ErrKeyConflict for other bytes) and refresh's.
+func (s *Store) reuse(ctx context.Context, t *Ticket) (reused bool, err error) {
+	if same, err := s.holds(ctx, t); err != nil || !same {
+		return false, err
+	}
+	gone, err := s.refresh(ctx, t)
+	return err == nil && !gone, err
 }
 
 // fileKeyLocks serialize writes of one key into a file:// store within this

@@ -181,12 +181,8 @@ func (s *Store) putFile(ctx context.Context, t *Ticket, path string, tmp *os.Fil
 	mu := fileKeyLock(s.fileRoot, t.Key)
 	mu.Lock()
 	defer mu.Unlock()
-	if same, err := s.holds(ctx, t); err != nil {
-		return err
-	} else if same {
-		if gone, err := s.refresh(ctx, t); err != nil || !gone {
-			return err // tmp is removed: nothing written
-		}
+	if reused, err := s.reuse(ctx, t); err != nil || reused {
+		return err // tmp is removed: nothing written
 	}
 	meta, _, err := s.objectMeta(ctx, t, sealed)
 	if err != nil {
