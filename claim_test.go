@@ -425,22 +425,10 @@ func TestTicketRedactedKeyAndStat(t *testing.T) {
 // another claim: it never reads another payload's bytes.
 func TestClaimUpTo1MiBInMemory(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T, opts *claimcheck.Options) *testBundle
-		seal bool
-	}{
-		{"Mem", setupMem, false},
-		{"MemEncrypted", setupMem, true},
-		{"FileEncrypted", setup, true},
-	} {
+	for _, tc := range []localStore{storeMem, storeMemEncrypted, storeFileEncrypted} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var opts *claimcheck.Options
-			if tc.seal {
-				opts = &claimcheck.Options{Keeper: newKeeper(t)}
-			}
-			b := tc.open(t, opts)
+			b := tc.bundle(t)
 			breakSpool(t, b.spool)
 			checkIn := func(data []byte) *claimcheck.Ticket {
 				t.Helper()

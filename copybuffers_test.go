@@ -6,8 +6,6 @@ import (
 	"io"
 	"sync"
 	"testing"
-
-	"github.com/claimcheck/claimcheck"
 )
 
 // TestCopyBuffersNotShared: check-ins from a stream and verified claims
@@ -18,22 +16,9 @@ import (
 // reader, and its claim would fail verification or read other bytes.
 func TestCopyBuffersNotShared(t *testing.T) {
 	const workers, each = 6, 3
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T, opts *claimcheck.Options) *testBundle
-		seal bool
-	}{
-		{"File", setup, false},
-		{"FileEncrypted", setup, true},
-		{"Mem", setupMem, false},
-		{"MemEncrypted", setupMem, true},
-	} {
+	for _, tc := range []localStore{storeFile, storeFileEncrypted, storeMem, storeMemEncrypted} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := &claimcheck.Options{}
-			if tc.seal {
-				opts.Keeper = newKeeper(t)
-			}
-			b := tc.open(t, opts)
+			b := tc.bundle(t)
 			var wg sync.WaitGroup
 			errs := make(chan error, workers*each)
 			for w := range workers {

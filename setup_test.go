@@ -256,3 +256,28 @@ func assertRedacted(t *testing.T, err error, tk *claimcheck.Ticket) {
 		t.Errorf("error string contains the key's digest: %s", msg)
 	}
 }
+
+// localStore is a store a test runs in this process: file:// or mem://,
+// plain or encrypted under a fresh local keeper.
+type localStore struct {
+	name string
+	open func(t *testing.T, opts *claimcheck.Options) *testBundle
+	seal bool
+}
+
+var (
+	storeFile          = localStore{"File", setup, false}
+	storeFileEncrypted = localStore{"FileEncrypted", setup, true}
+	storeMem           = localStore{"Mem", setupMem, false}
+	storeMemEncrypted  = localStore{"MemEncrypted", setupMem, true}
+)
+
+// bundle opens the store.
+func (l localStore) bundle(t *testing.T) *testBundle {
+	t.Helper()
+	opts := &claimcheck.Options{}
+	if l.seal {
+		opts.Keeper = newKeeper(t)
+	}
+	return l.open(t, opts)
+}
