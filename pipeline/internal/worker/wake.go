@@ -5,6 +5,7 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
@@ -76,32 +77,38 @@ func (h *Host) wakeWaiting(ctx context.Context, queue string) {
 // with errLeaseLost. A failed renewal (database unavailable) is retried at
 // the next beat; the lease allows three to fail in a row.
 func (h *Host) heartbeat(ctx context.Context, id int64, attempt int, cancel context.CancelCauseFunc) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(h.Lease / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			bctx, bcancel := context.WithTimeout(ctx, h.Lease/4)
-			res, err := h.DB.ExecContext(bctx, `UPDATE river_job SET attempted_at = `+jobs.DBNow(h.Dialect)+` WHERE id = $1 AND state = 'running' AND attempt = $2`, id, attempt)
-			bcancel()
-			if err != nil {
-				h.Logger.WarnContext(ctx, "pipeline: renew job lease", "job", id, "error", err.Error())
-				continue
-			}
-			if n, err := res.RowsAffected(); err == nil && n == 0 {
-				cancel(errLeaseLost)
-				return
-			}
+	// A timer, not a goroutine with a ticker: most jobs end long before
+	// their first beat, and a goroutine started and joined per job was
+	// two scheduler hand-offs of every small job's work. The mutex is held
+	// through a beat, so stop returns only once no beat runs or will.
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock() // t is set before the first beat reads it
+	defer mu.Unlock()
+	t = time.AfterFunc(h.Lease/4, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
+			return
 		}
-	}()
-	return func() { close(done); <-finished }
+		bctx, bcancel := context.WithTimeout(ctx, h.Lease/4)
+		res, err := h.DB.ExecContext(bctx, `UPDATE river_job SET attempted_at = `+jobs.DBNow(h.Dialect)+` WHERE id = $1 AND state = 'running' AND attempt = $2`, id, attempt)
+		bcancel()
+		if err != nil {
+			h.Logger.WarnContext(ctx, "pipeline: renew job lease", "job", id, "error", err.Error())
+		} else if n, err := res.RowsAffected(); err == nil && n == 0 {
+			cancel(errLeaseLost)
+			return
+		}
+		t.Reset(h.Lease / 4)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
