@@ -11,6 +11,7 @@ import (
 	"github.com/claimcheck/claimcheck"
 	"github.com/claimcheck/claimcheck/broker/brokertest"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
@@ -214,7 +215,7 @@ func TestRiverKinds(t *testing.T) {
 // refuses nothing.
 func TestWorkerKindsRegistered(t *testing.T) {
 	for _, kinds := range [][]string{{"invoice"}, {"invoice", "report"}, {legacyRiverKind, "invoice"}} {
-		if _, err := worker.RiverWorkers(&worker.Worker{}, kinds...); err != nil {
+		if _, err := worker.RiverWorkers[jobs.WorkArgs](&worker.Worker{}, jobs.WorkArgsOf, kinds...); err != nil {
 			t.Errorf("RiverWorkers(%v): %v", kinds, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -215,6 +216,16 @@ func TestBrokenTickets(t *testing.T) {
 					t.Fatalf("ticket %s has no \"v\":1", enc)
 				}
 				return v99
+			}},
+			{"TicketFieldWrongType", "acme", func(t *testing.T, b *testBundle) json.RawMessage {
+				// Fails River's decode of the job's arguments (the worker's
+				// ticket is decoded with them), not only ParseTicket.
+				enc := marshal(t, validTicket(t, b, "acme"))
+				s := regexp.MustCompile(`"size":([0-9]+)`).ReplaceAllString(string(enc), `"size":"$1"`)
+				if s == string(enc) {
+					t.Fatalf("ticket %s has no size", enc)
+				}
+				return json.RawMessage(s)
 			}},
 			{"TenantMismatch", "other", func(t *testing.T, b *testBundle) json.RawMessage {
 				return marshal(t, validTicket(t, b, "acme"))

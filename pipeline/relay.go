@@ -9,6 +9,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/outbox"
 	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
@@ -55,7 +56,7 @@ func (p *Pipeline) Relay(ctx context.Context, opts RelayOptions) error {
 		Client: p.client, Store: p.store, Tel: p.tel,
 		Run: func(ctx context.Context, w river.Worker[jobArgs], destination string, maxWorkers int, untilEmpty bool, filter func(*river.JobListParams) *river.JobListParams) error {
 			queue := outboxQueue(destination)
-			workers, err := worker.RiverWorkers(w, riverKind("", destination))
+			workers, err := worker.RiverWorkers[jobs.Args](w, jobs.ArgsOf, riverKind("", destination))
 			if err != nil {
 				return fmt.Errorf("pipeline: relay: %w", err)
 			}

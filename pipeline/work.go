@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/pipeline/internal/jobs"
 	"github.com/claimcheck/claimcheck/pipeline/internal/worker"
 )
 
@@ -168,7 +169,7 @@ func (p *Pipeline) Work(ctx context.Context, opts WorkOptions) error {
 		}
 	}
 	w := worker.New(p.work, opts.Handlers, onDone, opts.Notify)
-	workers, err := worker.RiverWorkers(w, slices.Collect(maps.Keys(opts.Handlers))...)
+	workers, err := worker.RiverWorkers[jobs.WorkArgs](w, jobs.WorkArgsOf, slices.Collect(maps.Keys(opts.Handlers))...)
 	if err != nil {
 		return fmt.Errorf("pipeline: work: %w", err)
 	}

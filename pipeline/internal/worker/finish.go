@@ -43,7 +43,7 @@ import (
 // (the result ticket) is written to the store at okey before it is
 // retried, so that a later attempt completes the job from it rather than
 // run the handler again (docs/invariants.md, invariant 12).
-func (w *Worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Job[jobs.Args], res *claimcheck.Result, okey string) (ferr error) {
+func (w *Worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Job[jobs.WorkArgs], res *claimcheck.Result, okey string) (ferr error) {
 	if res == nil || res.Body == nil {
 		// No result: nothing to register with the completion, so River's
 		// completer completes the job (batched, as for any River job),
@@ -139,7 +139,7 @@ func (w *Worker) finish(ctx context.Context, st *claimcheck.Store, job *river.Jo
 // completion in one transaction, retried by UntilDone. checkIn checks the
 // result in again, setting *result, should its object be found gone.
 // afterTry, if given, is called with each try's error (nil on success).
-func (w *Worker) complete(ctx context.Context, job *river.Job[jobs.Args], result **claimcheck.Ticket, checkIn func() error, afterTry ...func(error)) error {
+func (w *Worker) complete(ctx context.Context, job *river.Job[jobs.WorkArgs], result **claimcheck.Ticket, checkIn func() error, afterTry ...func(error)) error {
 	record := func() error {
 		var out jobs.Output
 		if rt := *result; rt != nil {
@@ -167,7 +167,7 @@ func (w *Worker) complete(ctx context.Context, job *river.Job[jobs.Args], result
 }
 
 // completeTx is one try of complete.
-func (w *Worker) completeTx(ctx context.Context, job *river.Job[jobs.Args], rt *claimcheck.Ticket, checkIn, record func() error) error {
+func (w *Worker) completeTx(ctx context.Context, job *river.Job[jobs.WorkArgs], rt *claimcheck.Ticket, checkIn, record func() error) error {
 	err := jobdb.InTx(ctx, w.h.DB, func(tx *sql.Tx) error {
 		if rt != nil {
 			if err := w.h.Intents.Anchor(ctx, tx, rt, "record the result"); err != nil {

@@ -26,8 +26,9 @@ const RescuerInterval = 30 * time.Second
 // RiverWorkers registers w under each of River kinds kinds and under
 // jobs.LegacyRiverKind, for jobs enqueued before River kinds were claimcheck
 // kinds: one worker for them all, which finds a job's handler by its
-// arguments' kind. Errors: River's, for a kind it refuses.
-func RiverWorkers(w river.Worker[jobs.Args], kinds ...string) (workers *river.Workers, err error) {
+// arguments' kind. of is the arguments of a kind (jobs.Args or
+// jobs.WorkArgs with JobKind set). Errors: River's, for a kind it refuses.
+func RiverWorkers[T river.JobArgs](w river.Worker[T], of func(kind string) T, kinds ...string) (workers *river.Workers, err error) {
 	workers = river.NewWorkers()
 	defer func() { // AddWorkerArgs panics where AddWorkerSafely errs
 		if v := recover(); v != nil {
@@ -41,7 +42,7 @@ func RiverWorkers(w river.Worker[jobs.Args], kinds ...string) (workers *river.Wo
 			// River registers a worker under its args' Kind; AddWorkerArgs
 			// (which River's docs keep for edge cases) is its one way to
 			// register a type under kinds known only at run time.
-			river.AddWorkerArgs(workers, jobs.Args{JobKind: k}, w)
+			river.AddWorkerArgs(workers, of(k), w)
 		}
 	}
 	return workers, nil

@@ -23,6 +23,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/messagingconv"
 
 	"github.com/claimcheck/claimcheck"
@@ -99,18 +100,57 @@ type Outcome struct {
 
 // Worker is River's worker of claimcheck jobs for one Work call.
 type Worker struct {
-	river.WorkerDefaults[jobs.Args]
+	river.WorkerDefaults[jobs.WorkArgs]
 	h        *Host
 	handlers map[string]claimcheck.Handler
 	onDone   func(Outcome)
 	notify   func(string) // WorkOptions.Notify, or nil
 	running  *Running
+	mw       []rivertype.WorkerMiddleware // Middleware's
+}
+
+// Middleware implements river.Worker: undecodable, which works a job whose
+// ticket does not decode.
+func (w *Worker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware { return w.mw }
+
+// undecodable is the middleware that gives a job whose arguments River
+// could not decode as jobs.WorkArgs (a ticket of the wrong JSON shape: a
+// string, an array, a field of the wrong type) to the worker all the same,
+// its arguments decoded as jobs.Args and its ticket's bytes in Raw, so
+// that it fails as a ticket ParseTicket refuses (ticket-invalid, a dead
+// letter on its first attempt) rather than as River's decode error. Work
+// never returns a bare encoding/json error (its errors are wrapped), so
+// one is River's decode's.
+type undecodable struct {
+	river.MiddlewareDefaults
+	w *Worker
+}
+
+func (m *undecodable) Work(ctx context.Context, row *rivertype.JobRow, doInner func(context.Context) error) error {
+	err := doInner(ctx)
+	switch err.(type) {
+	case *json.UnmarshalTypeError, *json.SyntaxError:
+	default:
+		return err
+	}
+	var args jobs.Args
+	if json.Unmarshal(row.EncodedArgs, &args) != nil {
+		return err
+	}
+	raw := args.Ticket
+	if raw == nil {
+		raw = json.RawMessage("null")
+	}
+	return m.w.Work(ctx, &river.Job[jobs.WorkArgs]{JobRow: row, Args: jobs.WorkArgs{
+		JobKind: args.JobKind, Tenant: args.Tenant, IdempotencyKey: args.IdempotencyKey, Destination: args.Destination, Raw: raw}})
 }
 
 // New is a worker of h running handlers (by kind), telling onDone each
 // attempt's outcome and notify (nil: nobody) what it waits for.
 func New(h *Host, handlers map[string]claimcheck.Handler, onDone func(Outcome), notify func(string)) *Worker {
-	return &Worker{h: h, handlers: handlers, onDone: onDone, notify: notify, running: NewRunning()}
+	w := &Worker{h: h, handlers: handlers, onDone: onDone, notify: notify, running: NewRunning()}
+	w.mw = []rivertype.WorkerMiddleware{&undecodable{w: w}}
+	return w
 }
 
 // Running is the set of jobs w is running, for the drain (Drain.Running).
@@ -119,7 +159,7 @@ func (w *Worker) Running() *Running { return w.running }
 // Timeout is the job's lease, not its timeout: River's rescuer leaves a
 // running job alone for this long after its last renewal (attempted_at,
 // which the heartbeat moves), and Work applies the job timeout itself.
-func (w *Worker) Timeout(*river.Job[jobs.Args]) time.Duration { return w.h.Lease }
+func (w *Worker) Timeout(*river.Job[jobs.WorkArgs]) time.Duration { return w.h.Lease }
 
 // ErrReturnToQueue, returned (wrapped or not) by a handler, gives its job
 // back unworked: it goes back to its queue without spending an attempt,
@@ -139,7 +179,7 @@ var ErrReleased = errors.New("worker stopping: job released to the queue")
 // errLeaseLost cancels a handler whose job was taken from this worker.
 var errLeaseLost = errors.New("job lease lost: rescued or released while this worker could not renew it")
 
-func (w *Worker) Work(rctx context.Context, job *river.Job[jobs.Args]) (err error) {
+func (w *Worker) Work(rctx context.Context, job *river.Job[jobs.WorkArgs]) (err error) {
 	st := w.h.Stores[jobs.QueueStore(job.Queue)]
 	if st == nil {
 		// A job of a store this worker lacks. Work subscribes only to its
@@ -260,7 +300,7 @@ func LeaveDelay(metadata []byte) time.Duration {
 
 // settleFailure applies the retry policy to a failed attempt and returns
 // what River is to do with the job.
-func (w *Worker) settleFailure(ctx context.Context, job *river.Job[jobs.Args], err error, o *Outcome) error {
+func (w *Worker) settleFailure(ctx context.Context, job *river.Job[jobs.WorkArgs], err error, o *Outcome) error {
 	var prev jobs.Output
 	if out := job.Output(); len(out) > 0 {
 		_ = json.Unmarshal(out, &prev)
@@ -301,11 +341,9 @@ func (e *waitError) Unwrap() []error { return []error{e.snooze, e.err} }
 
 // attempt is one attempt at job: validate its ticket, claim and verify the
 // payload, run the handler, then keep its result (finish).
-func (w *Worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.Job[jobs.Args], o *Outcome) error {
-	// Parsed as it is: whitespace (PostgreSQL's jsonb reformats the
-	// arguments) is no part of the ticket, and compacting it first would
-	// scan it once more.
-	t, err := claimcheck.ParseTicket(job.Args.Ticket)
+func (w *Worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.Job[jobs.WorkArgs], o *Outcome) error {
+	// Decoded with the arguments (jobs.WorkArgs), validated here.
+	t, err := job.Args.ParseTicket()
 	if err != nil {
 		return err
 	}
@@ -355,7 +393,7 @@ func (w *Worker) attempt(ctx context.Context, st *claimcheck.Store, job *river.J
 // above 1) and lists each worker that fetched it (a job released without
 // spending its attempt, ReleaseJob, is on its first attempt again but
 // fetched twice).
-func attemptedBefore(job *river.Job[jobs.Args]) bool {
+func attemptedBefore(job *river.Job[jobs.WorkArgs]) bool {
 	return job.Attempt > 1 || len(job.AttemptedBy) > 1 || len(job.Errors) > 0
 }
 
@@ -364,7 +402,7 @@ func attemptedBefore(job *river.Job[jobs.Args]) bool {
 // registered and the job completed as finish would have, then the record
 // is deleted. Errors: claimcheck.ErrPayloadMissing when the recorded
 // result's object is gone; the completion's errors as finish's.
-func (w *Worker) settleFromOutcome(ctx context.Context, st *claimcheck.Store, job *river.Job[jobs.Args], rec *inbox.OutcomeRecord, okey string) error {
+func (w *Worker) settleFromOutcome(ctx context.Context, st *claimcheck.Store, job *river.Job[jobs.WorkArgs], rec *inbox.OutcomeRecord, okey string) error {
 	var rt *claimcheck.Ticket
 	if len(rec.Result) > 0 {
 		var err error
@@ -411,7 +449,7 @@ func (e *reasonError) Unwrap() error { return e.err }
 
 // waited reports whether job's previous attempt waited for unavailable
 // infrastructure (its output's unavailable_since is set).
-func waited(job *river.Job[jobs.Args]) bool {
+func waited(job *river.Job[jobs.WorkArgs]) bool {
 	var prev jobs.Output
 	out := job.Output()
 	return len(out) > 0 && jobs.Unmarshal(out, &prev) == nil && !prev.UnavailableSince.IsZero()
