@@ -85,7 +85,7 @@ project's goals (enqueue ≥ 0.9, CPU ≤ 1.2, p50 ≤ 1.2 × River). --database
 is connected to first: nothing is measured when it cannot be.`
 	j.Flags().BoolVar(&o.compare, "compare", false, "compare with plain River (payload in its args) in this run; --jobs defaults to 10000")
 	j.Flags().IntVar(&o.rounds, "rounds", 3, "with --compare, rounds per database, the order of the cases reversed every other round")
-	j.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "with --compare, write CPU profiles (go tool pprof) of the first round of claimcheck's enqueue and work cases into this directory: sqlite-enqueue.pprof, sqlite-work.pprof, postgres-…")
+	j.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "with --compare, write CPU profiles (go tool pprof) of the first round of claimcheck's enqueue and work cases and plain River's work case into this directory: sqlite-enqueue.pprof, sqlite-work.pprof, sqlite-river-work.pprof, postgres-…")
 	j.Flags().BoolVar(&o.noLite, "no-sqlite", false, "with --compare and --database, measure PostgreSQL only")
 	own := j.RunE
 	compare := l.RunE(o, func(cmd *cobra.Command, _ []string) {

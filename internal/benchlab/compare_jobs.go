@@ -94,8 +94,10 @@ type JobsCompareConfig struct {
 	// Log receives a line per measured run.
 	Log io.Writer
 	// ProfileDir, if set, receives a CPU profile (runtime/pprof) of the
-	// first round of each database's claimcheck enqueue and work cases:
-	// <sqlite|postgres>-enqueue.pprof and -work.pprof.
+	// first round of claimcheck's enqueue and work cases and of plain
+	// River's work case (the reference to diff against, go tool pprof
+	// -diff_base): <sqlite|postgres>-enqueue.pprof, -work.pprof and
+	// -river-work.pprof.
 	ProfileDir string
 }
 
@@ -232,6 +234,7 @@ func (j *jobsCompare) group() Group {
 			}, Cleanup: cleanup},
 		{Name: CaseRiverWork, Prepare: func(ctx context.Context) error { return j.riverInsertMany(ctx, n) },
 			Run: func(ctx context.Context) (Sample, error) {
+				defer j.profile("river-work")()
 				return Sample{Ops: n}, j.workRiver(ctx, n)
 			}, Cleanup: cleanup},
 		{Name: CaseJobsLatency, Run: func(ctx context.Context) (Sample, error) {
