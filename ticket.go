@@ -145,6 +145,8 @@ func ParseTicket(b []byte) (*Ticket, error) {
 	if err := checkVersion(probe.Version); err != nil {
 		return nil, err
 	}
+	// Into Ticket, not DecodedTicket: a type error then names the field
+	// as the ticket spells it ("size", not "Ticket.size").
 	var t Ticket
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return nil, fmt.Errorf("claimcheck: parse ticket: %v: %w", describeJSONError(err), ErrTicketInvalid)

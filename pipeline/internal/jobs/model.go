@@ -109,7 +109,8 @@ type WorkArgs struct {
 	IdempotencyKey string                   `json:"idempotency_key,omitempty"`
 	Ticket         claimcheck.DecodedTicket `json:"ticket"`
 	Destination    string                   `json:"destination,omitempty"`
-	// Raw is set only for arguments whose ticket did not decode.
+	// Raw is set only for arguments whose ticket did not decode (nil for
+	// none, which Ticket.Check refuses as ParseTicket refuses null).
 	Raw json.RawMessage `json:"-"`
 }
 

@@ -137,12 +137,8 @@ func (m *undecodable) Work(ctx context.Context, row *rivertype.JobRow, doInner f
 	if json.Unmarshal(row.EncodedArgs, &args) != nil {
 		return err
 	}
-	raw := args.Ticket
-	if raw == nil {
-		raw = json.RawMessage("null")
-	}
 	return m.w.Work(ctx, &river.Job[jobs.WorkArgs]{JobRow: row, Args: jobs.WorkArgs{
-		JobKind: args.JobKind, Tenant: args.Tenant, IdempotencyKey: args.IdempotencyKey, Destination: args.Destination, Raw: raw}})
+		JobKind: args.JobKind, Tenant: args.Tenant, IdempotencyKey: args.IdempotencyKey, Destination: args.Destination, Raw: args.Ticket}})
 }
 
 // New is a worker of h running handlers (by kind), telling onDone each
