@@ -6,10 +6,13 @@ package pipeline
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,9 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"github.com/claimcheck/claimcheck"
+	"github.com/claimcheck/claimcheck/internal/dbopen"
 	"github.com/claimcheck/claimcheck/internal/dbopen/dbtest"
 	"github.com/claimcheck/claimcheck/pipeline/internal/jobdb"
 )
@@ -283,13 +288,15 @@ func TestMigrate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Migrate: %v", err)
 			}
-			var river, registry []string
+			var river, registry, storage []string
 			for _, a := range res.Applied {
 				switch a.Component {
 				case ComponentRiver:
 					river = append(river, fmt.Sprint(a.Version))
 				case ComponentRegistry:
 					registry = append(registry, a.Name)
+				case ComponentStorage:
+					storage = append(storage, a.Name)
 				default:
 					t.Fatalf("applied migration of component %q", a.Component)
 				}
@@ -303,6 +310,18 @@ func TestMigrate(t *testing.T) {
 			}
 			if strings.Contains(res.Database, "password") {
 				t.Fatalf("result names database %q", res.Database)
+			}
+			// On PostgreSQL (15 here, built with lz4), river_job.args is
+			// set to lz4; SQLite has no such setting.
+			wantStorage := 0
+			if res.Dialect == "postgres" {
+				wantStorage = 1
+				if got := argsCompression(t, db); got != "l" {
+					t.Fatalf("river_job.args compression %q after Migrate, want l (lz4)", got)
+				}
+			}
+			if len(storage) != wantStorage || len(res.Notes) != 0 {
+				t.Fatalf("storage steps applied: %v, notes %q; want %d step(s), no note", storage, res.Notes, wantStorage)
 			}
 
 			// Again: nothing to do.
@@ -508,5 +527,97 @@ func TestCompactJSON(t *testing.T) {
 		if got := string(compactJSON([]byte(in))); got != want {
 			t.Errorf("compactJSON(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// argsCompression is river_job.args' TOAST compression in the PostgreSQL
+// database (and schema) at db: "l" lz4, "p" pglz, "" the server's default.
+func argsCompression(t *testing.T, db string) string {
+	t.Helper()
+	sdb := openSQL(t, db)
+	var method string
+	if err := sdb.QueryRowContext(t.Context(), `SELECT attcompression::text FROM pg_attribute
+		WHERE attrelid = 'river_job'::regclass AND attname = 'args'`).Scan(&method); err != nil {
+		t.Fatalf("read river_job.args' compression: %v", err)
+	}
+	return method
+}
+
+// openSQL opens the database at u for a test's own statements.
+func openSQL(t *testing.T, u string) *sql.DB {
+	t.Helper()
+	target, err := dbopen.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdb, err := dbopen.Open(t.Context(), target, &dbopen.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sdb.Close() })
+	return sdb
+}
+
+// A role that may use the job database but does not own river_job cannot
+// set its compression: Migrate says so in a note and succeeds, the column
+// left as it was; the owner's next Migrate sets it.
+func TestMigrateStorageNotOwner(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := dbtest.Postgres(t)
+	if _, err := Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	owner := openSQL(t, db)
+	if _, err := owner.ExecContext(ctx, `ALTER TABLE river_job ALTER COLUMN args SET COMPRESSION default`); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	role := "cc_user_" + strings.TrimPrefix(schema, dbtest.SchemaPrefix)
+	password := "pw-" + role // a password, whatever the server's pg_hba.conf asks for
+	if _, err := owner.ExecContext(ctx, `CREATE ROLE `+role+` LOGIN PASSWORD '`+password+`'`); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" && os.Getenv("CI") == "" {
+			t.Skipf("the role of %s may not create roles: %v", dbtest.EnvPostgresURL, err)
+		}
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+	} {
+		if _, err := owner.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		for _, stmt := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
+			if _, err := owner.ExecContext(ctx, stmt); err != nil {
+				t.Errorf("%s: %v", stmt, err)
+			}
+		}
+	})
+	u.User = url.UserPassword(role, password)
+	res, err := Migrate(ctx, u.String())
+	if err != nil {
+		t.Fatalf("Migrate as %s, who does not own river_job: %v", role, err)
+	}
+	if len(res.Applied) != 0 || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "42501") || !strings.Contains(res.Notes[0], "river_job.args") {
+		t.Fatalf("Migrate as a role that does not own river_job: applied %+v, notes %q; want nothing applied and one note naming river_job.args and SQLSTATE 42501", res.Applied, res.Notes)
+	}
+	if got := argsCompression(t, db); got != "" {
+		t.Fatalf("river_job.args compression %q after the role's Migrate, want the default (\"\") left as it was", got)
+	}
+	res, err = Migrate(ctx, db)
+	if err != nil || len(res.Applied) != 1 || res.Applied[0].Component != ComponentStorage || len(res.Notes) != 0 {
+		t.Fatalf("the owner's Migrate: %+v, %v; want the storage step applied", res, err)
+	}
+	if got := argsCompression(t, db); got != "l" {
+		t.Fatalf("river_job.args compression %q after the owner's Migrate, want l (lz4)", got)
 	}
 }

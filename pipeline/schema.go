@@ -19,16 +19,22 @@ var ErrNotMigrated = jobdb.ErrNotMigrated
 const (
 	ComponentRiver    = jobdb.ComponentRiver
 	ComponentRegistry = jobdb.ComponentRegistry
+	// ComponentStorage is a storage setting of a table River made, on
+	// PostgreSQL: river_job.args compressed with lz4, which inline
+	// payloads cost far less CPU to store than with the server's default.
+	ComponentStorage = jobdb.ComponentStorage
 )
 
 // MigrationApplied is one schema change Migrate applied: its Component
-// (ComponentRiver or ComponentRegistry), Version (River's migration
-// version; registry steps count from 1), Name and Duration.
+// (ComponentRiver, ComponentRegistry or ComponentStorage), Version
+// (River's migration version; registry and storage steps count from 1),
+// Name and Duration.
 type MigrationApplied = jobdb.MigrationApplied
 
 // MigrateResult reports a Migrate: the Dialect ("sqlite" or "postgres"),
-// the Database (any password redacted) and the changes Applied, in order
-// (empty when the schema was already current).
+// the Database (any password redacted), the changes Applied, in order
+// (empty when the schema was already current), and Notes on what it left
+// as it was (a storage step the server or the role does not allow).
 type MigrateResult = jobdb.MigrateResult
 
 // Migrate applies River's and the claims registry's pending migrations to

@@ -23,7 +23,11 @@ func newMigrate(g *globals) *cobra.Command {
 		Short: "Apply the job database's migrations (River's and the claims registry's) and print them",
 		Long: `Bring the job database's schema up to date: River's migrations, then the claims
 registry's, and print each one applied (nothing when it is already current).
-It opens the database only (--database, or the embedded SQLite file in the
+On PostgreSQL 14 and later it also sets the TOAST compression of River's
+river_job.args to lz4 (component storage): inline payloads, sealed by
+default, cost the server's default compressor (pglz) CPU on every insert for
+nothing; when the server or the role does not allow it, a note says so and
+the column is left as it was. It opens the database only (--database, or the embedded SQLite file in the
 data directory), never the store or keys.
 
 Every other command migrates on start-up by itself; run this one to migrate
@@ -56,11 +60,14 @@ func (o *migrateOptions) run(ctx context.Context, s streams) error {
 	out := s.out
 	if len(res.Applied) == 0 {
 		fmt.Fprintf(out, "%s database %s is up to date: no migration to apply\n", res.Dialect, res.Database)
-		return nil
+	} else {
+		fmt.Fprintf(out, "migrated %s database %s:\n", res.Dialect, res.Database)
+		for _, a := range res.Applied {
+			fmt.Fprintf(out, "  %-15s %03d  %s (%s)\n", a.Component, a.Version, a.Name, a.Duration.Round(100*time.Microsecond))
+		}
 	}
-	fmt.Fprintf(out, "migrated %s database %s:\n", res.Dialect, res.Database)
-	for _, a := range res.Applied {
-		fmt.Fprintf(out, "  %-15s %03d  %s (%s)\n", a.Component, a.Version, a.Name, a.Duration.Round(100*time.Microsecond))
+	for _, n := range res.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
 	}
 	return nil
 }

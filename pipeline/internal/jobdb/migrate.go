@@ -37,9 +37,10 @@ const (
 
 // MigrationApplied is one schema change Migrate applied.
 type MigrationApplied struct {
-	// Component is ComponentRiver or ComponentRegistry.
+	// Component is ComponentRiver, ComponentRegistry or ComponentStorage.
 	Component string `json:"component"`
-	// Version is River's migration version; registry steps count from 1.
+	// Version is River's migration version; registry and storage steps
+	// count from 1.
 	Version int `json:"version"`
 	// Name describes the change.
 	Name string `json:"name"`
@@ -56,6 +57,10 @@ type MigrateResult struct {
 	// Applied lists the changes made, in order; empty when the schema was
 	// already current.
 	Applied []MigrationApplied `json:"applied"`
+	// Notes say what Migrate left as it was and why: a storage step the
+	// server or the role does not allow (the schema is complete without
+	// it).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // registryStep is one step of the claims registry's schema: an object that
@@ -388,6 +393,9 @@ func (d *DB) Migrate(ctx context.Context, logger *slog.Logger) (*MigrateResult, 
 	}
 	res.addRiver(rr)
 	if err := d.migrateRegistry(ctx, d.Driver.GetExecutor(), d.DB, res); err != nil {
+		return nil, err
+	}
+	if err := setArgsCompression(ctx, d.DB, res, logger); err != nil {
 		return nil, err
 	}
 	return res, nil
