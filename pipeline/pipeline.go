@@ -269,9 +269,10 @@ func Open(ctx context.Context, cfg Config) (*Pipeline, error) {
 }
 
 // FetchCooldown is the least time between two fetches of a River client
-// (river.Config.FetchCooldown) of a pipeline; the comparisons with plain
-// River (internal/benchlab) configure it the same.
-const FetchCooldown = 5 * time.Millisecond
+// (river.Config.FetchCooldown) of a pipeline: River's least
+// (river.FetchCooldownMin, 1 ms). The comparisons with plain River
+// (internal/benchlab) configure it the same.
+const FetchCooldown = river.FetchCooldownMin
 
 func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 	return &river.Config{
@@ -286,11 +287,17 @@ func (p *Pipeline) riverConfig(workers *river.Workers) *river.Config {
 		Logger:               p.logger,
 		Workers:              workers,
 		// A worker fetches at most every FetchCooldown while jobs keep
-		// coming, taking as many as it has free slots: with 2 workers and
-		// small jobs, 20 ms capped throughput at 2 jobs per 20 ms (97 jobs/s
-		// on SQLite and PostgreSQL, bench workload, 400 jobs of 1 B-8 KiB,
-		// load 3), 5 ms gave 225 (SQLite) and 320-350 (PostgreSQL) at
-		// less CPU per job. River's default is 100 ms.
+		// coming, taking as many as it has free slots, and a slot freed
+		// meanwhile waits: with 2 workers and small jobs, 20 ms capped
+		// throughput at 2 jobs per 20 ms (97 jobs/s on SQLite and
+		// PostgreSQL, bench workload, 400 jobs of 1 B-8 KiB, load 3), 5 ms
+		// gave 225 (SQLite) and 320-350 (PostgreSQL) at less CPU per job.
+		// At 5 ms the workers still fell behind 2 producers (bench
+		// workload, 2,000 jobs of the default mix, PostgreSQL + S3):
+		// enqueue → handler p50 196-484 ms against 8.2-10.8 ms at 1 ms
+		// (15 ms at 2 ms), at the same jobs/s (216.7 against 219.5,
+		// medians of 4, alternated) and the same database CPU. River's
+		// default is 100 ms.
 		FetchPollInterval: 100 * time.Millisecond,
 		FetchCooldown:     FetchCooldown,
 		// River's own spans and metrics (river.insert_many, river.work),
