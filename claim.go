@@ -437,10 +437,14 @@ func (p *Payload) openVerifying(ctx context.Context) (*verifyingReader, error) {
 }
 
 // inlineBytes returns an inline payload's bytes, decrypted if sealed, after
-// checking them against the ticket. Callers hold p.mu.
+// checking them against the ticket: once per Payload (Verify, then Open,
+// hash them once). Callers hold p.mu.
 func (p *Payload) inlineBytes(ctx context.Context) ([]byte, error) {
-	if p.plain != nil || p.ticket.Size == 0 && p.ticket.DEK == "" {
-		return p.plain, verifyInline(p.ticket, p.plain)
+	if p.plain != nil {
+		return p.plain, nil // verified before it was kept (below); only readers of it are handed out
+	}
+	if p.ticket.Size == 0 && p.ticket.DEK == "" {
+		return nil, verifyInline(p.ticket, nil)
 	}
 	t := p.ticket
 	b := t.Inline

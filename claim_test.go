@@ -2,13 +2,17 @@ package claimcheck_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
 	"testing"
+
+	"gocloud.dev/secrets/localsecrets"
 
 	"github.com/claimcheck/claimcheck"
 )
@@ -477,6 +481,57 @@ func TestClaimUpTo1MiBInMemory(t *testing.T) {
 			}
 			if err := p.Verify(b.ctx); err == nil {
 				t.Fatal("1 MiB + 1 byte verified with the spool directory broken: kept in memory")
+			}
+		})
+	}
+}
+
+// BenchmarkClaimInline is a worker's claim of a sealed inline payload:
+// Claim, Verify (decrypt, check size and SHA-256), then Open read to the
+// end, as Store.Run and a handler do.
+func BenchmarkClaimInline(b *testing.B) {
+	for _, size := range []int{4 << 10, 40 << 10} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			ctx := b.Context()
+			key, err := localsecrets.NewRandomKey()
+			if err != nil {
+				b.Fatal(err)
+			}
+			k := localsecrets.NewKeeper(key)
+			defer k.Close()
+			dir := b.TempDir()
+			s, err := claimcheck.OpenStore(ctx, "file://"+dir+"/bucket", &claimcheck.Options{Keeper: k, SpoolDir: dir + "/spool"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			data := make([]byte, size)
+			if _, err := rand.Read(data); err != nil {
+				b.Fatal(err)
+			}
+			tk, err := s.CheckIn(ctx, "acme", bytes.NewReader(data), nil)
+			if err != nil || !tk.IsInline() {
+				b.Fatalf("CheckIn: %v, %v; want an inline ticket", tk, err)
+			}
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := s.Claim(tk)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Verify(ctx); err != nil {
+					b.Fatal(err)
+				}
+				r, err := p.Open(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(io.Discard, r); err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+				p.Close()
 			}
 		})
 	}
