@@ -31,8 +31,10 @@ const argsCompressionStep = "river_job.args: lz4 compression (TOAST)"
 // with lz4, 0.56 s with no compression at all.
 //
 // It changes a catalog entry, not the table's rows or any query (rows
-// already stored keep their compression), under a lock held for an
-// instant; the statement waits at most 5 s for that lock. When it cannot be
+// already stored keep their compression), once per database, under an
+// ACCESS EXCLUSIVE lock held for an instant: the statement waits at most
+// 5 s for it (lock_timeout), and River's statements on river_job wait
+// behind it meanwhile. When it cannot be
 // done (a server built without lz4, a role that does not own river_job,
 // the lock not granted in time), the column is left as it was, the job
 // database works as before, and why is returned as a note; a later
