@@ -27,8 +27,8 @@ On PostgreSQL 14 and later it also sets the TOAST compression of River's
 river_job.args to lz4 (component storage): inline payloads, sealed by
 default, cost the server's default compressor (pglz) CPU on every insert for
 nothing; when the server or the role does not allow it, a note says so and
-the column is left as it was. It opens the database only (--database, or the embedded SQLite file in the
-data directory), never the store or keys.
+the column is left as it was. It opens the database only (--database, or
+the embedded SQLite file in the data directory), never the store or keys.
 
 Every other command migrates on start-up by itself; run this one to migrate
 ahead of a deploy, when workers are configured not to (pipeline.Config

@@ -12,7 +12,7 @@ import (
 )
 
 // ComponentStorage is the component of a storage setting Migrate changes
-// on a table that exists already (argsCompression), in
+// on a table that exists already (setArgsCompression), in
 // MigrationApplied.Component.
 const ComponentStorage = "storage"
 
@@ -34,11 +34,11 @@ const argsCompressionStep = "river_job.args: lz4 compression (TOAST)"
 // already stored keep their compression), once per database, under an
 // ACCESS EXCLUSIVE lock held for an instant: the statement waits at most
 // 5 s for it (lock_timeout), and River's statements on river_job wait
-// behind it meanwhile. When it cannot be
-// done (a server built without lz4, a role that does not own river_job,
-// the lock not granted in time), the column is left as it was, the job
-// database works as before, and why is returned as a note; a later
-// Migrate tries again. Errors: the database's, for anything else.
+// behind it meanwhile. When it cannot be done (a server built without
+// lz4, a role that does not own river_job, the lock not granted in time),
+// the column is left as it was, the job database works as before, and why
+// is returned as a note; a later Migrate tries again. Errors: the
+// database's, for anything else.
 func setArgsCompression(ctx context.Context, db *sql.DB, res *MigrateResult, logger *slog.Logger) error {
 	var version int
 	if err := db.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
