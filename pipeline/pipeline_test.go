@@ -312,11 +312,15 @@ func TestMigrate(t *testing.T) {
 				t.Fatalf("result names database %q", res.Database)
 			}
 			// On PostgreSQL (15 here, built with lz4), river_job.args is
-			// set to lz4; SQLite has no such setting.
+			// set to lz4; SQLite has no such setting. A server built
+			// without lz4 says so in a note instead.
 			wantStorage := 0
 			if res.Dialect == "postgres" {
 				wantStorage = 1
-				if got := argsCompression(t, db); got != "l" {
+				if len(res.Notes) == 1 && strings.Contains(res.Notes[0], "SQLSTATE 0A000") {
+					t.Logf("this PostgreSQL has no lz4: %s", res.Notes[0])
+					wantStorage, res.Notes = 0, nil
+				} else if got := argsCompression(t, db); got != "l" {
 					t.Fatalf("river_job.args compression %q after Migrate, want l (lz4)", got)
 				}
 			}
@@ -614,6 +618,9 @@ func TestMigrateStorageNotOwner(t *testing.T) {
 		t.Fatalf("river_job.args compression %q after the role's Migrate, want the default (\"\") left as it was", got)
 	}
 	res, err = Migrate(ctx, db)
+	if err == nil && len(res.Notes) == 1 && strings.Contains(res.Notes[0], "SQLSTATE 0A000") {
+		t.Skipf("this PostgreSQL has no lz4: %s", res.Notes[0])
+	}
 	if err != nil || len(res.Applied) != 1 || res.Applied[0].Component != ComponentStorage || len(res.Notes) != 0 {
 		t.Fatalf("the owner's Migrate: %+v, %v; want the storage step applied", res, err)
 	}
