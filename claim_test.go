@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"gocloud.dev/secrets/localsecrets"
-
 	"github.com/claimcheck/claimcheck"
 )
 
@@ -492,38 +490,26 @@ func TestClaimUpTo1MiBInMemory(t *testing.T) {
 func BenchmarkClaimInline(b *testing.B) {
 	for _, size := range []int{4 << 10, 40 << 10} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			ctx := b.Context()
-			key, err := localsecrets.NewRandomKey()
-			if err != nil {
-				b.Fatal(err)
-			}
-			k := localsecrets.NewKeeper(key)
-			defer k.Close()
-			dir := b.TempDir()
-			s, err := claimcheck.OpenStore(ctx, "file://"+dir+"/bucket", &claimcheck.Options{Keeper: k, SpoolDir: dir + "/spool"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := setup(b, &claimcheck.Options{Keeper: newKeeper(b)})
 			data := make([]byte, size)
 			if _, err := rand.Read(data); err != nil {
 				b.Fatal(err)
 			}
-			tk, err := s.CheckIn(ctx, "acme", bytes.NewReader(data), nil)
-			if err != nil || !tk.IsInline() {
-				b.Fatalf("CheckIn: %v, %v; want an inline ticket", tk, err)
+			tk := s.checkIn(b, "acme", data, nil)
+			if !tk.IsInline() {
+				b.Fatalf("a %d-byte payload was offloaded; want an inline ticket", size)
 			}
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err := s.Claim(tk)
+				p, err := s.store.Claim(tk)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := p.Verify(ctx); err != nil {
+				if err := p.Verify(s.ctx); err != nil {
 					b.Fatal(err)
 				}
-				r, err := p.Open(ctx)
+				r, err := p.Open(s.ctx)
 				if err != nil {
 					b.Fatal(err)
 				}

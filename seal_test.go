@@ -36,7 +36,7 @@ const (
 
 // newKeeper is a real keeper (gocloud's localsecrets: NaCl secretbox) under
 // a fresh random key-encryption key.
-func newKeeper(t *testing.T) *secrets.Keeper {
+func newKeeper(t testing.TB) *secrets.Keeper {
 	t.Helper()
 	key, err := localsecrets.NewRandomKey()
 	if err != nil {

@@ -29,7 +29,7 @@ type testBundle struct {
 
 // setup opens a file:// store in a fresh temporary directory. opts may be
 // nil; its SpoolDir is set to a fresh temporary directory unless given.
-func setup(t *testing.T, opts *claimcheck.Options) *testBundle {
+func setup(t testing.TB, opts *claimcheck.Options) *testBundle {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "bucket")
 	b := open(t, "file://"+root, opts)
@@ -38,12 +38,12 @@ func setup(t *testing.T, opts *claimcheck.Options) *testBundle {
 }
 
 // setupMem opens a mem:// store.
-func setupMem(t *testing.T, opts *claimcheck.Options) *testBundle {
+func setupMem(t testing.TB, opts *claimcheck.Options) *testBundle {
 	t.Helper()
 	return open(t, "mem://", opts)
 }
 
-func open(t *testing.T, url string, opts *claimcheck.Options) *testBundle {
+func open(t testing.TB, url string, opts *claimcheck.Options) *testBundle {
 	t.Helper()
 	var o claimcheck.Options
 	if opts != nil {
@@ -66,7 +66,7 @@ func open(t *testing.T, url string, opts *claimcheck.Options) *testBundle {
 }
 
 // checkIn checks data in and fails the test on error.
-func (b *testBundle) checkIn(t *testing.T, tenant string, data []byte, opts *claimcheck.CheckInOptions) *claimcheck.Ticket {
+func (b *testBundle) checkIn(t testing.TB, tenant string, data []byte, opts *claimcheck.CheckInOptions) *claimcheck.Ticket {
 	t.Helper()
 	tk, err := b.store.CheckIn(b.ctx, tenant, bytes.NewReader(data), opts)
 	if err != nil {
@@ -261,7 +261,7 @@ func assertRedacted(t *testing.T, err error, tk *claimcheck.Ticket) {
 // plain or encrypted under a fresh local keeper.
 type localStore struct {
 	name string
-	open func(t *testing.T, opts *claimcheck.Options) *testBundle
+	open func(t testing.TB, opts *claimcheck.Options) *testBundle
 	seal bool
 }
 
