@@ -145,15 +145,7 @@ func TestRecordedKeyIDs(t *testing.T) {
 // TestRecordedKeyIDsEmptyDatabase: a database without River's tables
 // records nothing, and is not an error.
 func TestRecordedKeyIDsEmptyDatabase(t *testing.T) {
-	target, err := dbopen.Parse("sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "empty.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := dbopen.Open(t.Context(), target, &dbopen.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openSQL(t, "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "empty.db")))
 	if ids, err := RecordedKeyIDs(t.Context(), db); err != nil || len(ids) != 0 {
 		t.Fatalf("RecordedKeyIDs(empty database) = %q, %v; want none", ids, err)
 	}

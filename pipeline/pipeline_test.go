@@ -320,7 +320,7 @@ func TestMigrate(t *testing.T) {
 				if len(res.Notes) == 1 && strings.Contains(res.Notes[0], "SQLSTATE 0A000") {
 					t.Logf("this PostgreSQL has no lz4: %s", res.Notes[0])
 					wantStorage, res.Notes = 0, nil
-				} else if got := argsCompression(t, db); got != "l" {
+				} else if got := argsCompression(t, openSQL(t, db)); got != "l" {
 					t.Fatalf("river_job.args compression %q after Migrate, want l (lz4)", got)
 				}
 			}
@@ -535,10 +535,9 @@ func TestCompactJSON(t *testing.T) {
 }
 
 // argsCompression is river_job.args' TOAST compression in the PostgreSQL
-// database (and schema) at db: "l" lz4, "p" pglz, "" the server's default.
-func argsCompression(t *testing.T, db string) string {
+// database (and schema) sdb: "l" lz4, "p" pglz, "" the server's default.
+func argsCompression(t *testing.T, sdb *sql.DB) string {
 	t.Helper()
-	sdb := openSQL(t, db)
 	var method string
 	if err := sdb.QueryRowContext(t.Context(), `SELECT attcompression::text FROM pg_attribute
 		WHERE attrelid = 'river_job'::regclass AND attname = 'args'`).Scan(&method); err != nil {
@@ -614,7 +613,7 @@ func TestMigrateStorageNotOwner(t *testing.T) {
 	if len(res.Applied) != 0 || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "42501") || !strings.Contains(res.Notes[0], "river_job.args") {
 		t.Fatalf("Migrate as a role that does not own river_job: applied %+v, notes %q; want nothing applied and one note naming river_job.args and SQLSTATE 42501", res.Applied, res.Notes)
 	}
-	if got := argsCompression(t, db); got != "" {
+	if got := argsCompression(t, owner); got != "" {
 		t.Fatalf("river_job.args compression %q after the role's Migrate, want the default (\"\") left as it was", got)
 	}
 	res, err = Migrate(ctx, db)
@@ -624,7 +623,7 @@ func TestMigrateStorageNotOwner(t *testing.T) {
 	if err != nil || len(res.Applied) != 1 || res.Applied[0].Component != ComponentStorage || len(res.Notes) != 0 {
 		t.Fatalf("the owner's Migrate: %+v, %v; want the storage step applied", res, err)
 	}
-	if got := argsCompression(t, db); got != "l" {
+	if got := argsCompression(t, owner); got != "l" {
 		t.Fatalf("river_job.args compression %q after the owner's Migrate, want l (lz4)", got)
 	}
 }
