@@ -170,7 +170,9 @@ type DecodedTicket struct {
 // Check validates d as ParseTicket validates a ticket it decoded: a missing
 // or unknown major version, or a field that fails validation, returns an
 // error wrapping ErrTicketInvalid. It returns a copy of d's ticket with
-// Version set.
+// Version set. ParseTicket's bound on its input (MaxEncodedTicketBytes)
+// is not Check's: it bounds what ParseTicket reads, and the document
+// holding d was read already.
 func (d *DecodedTicket) Check() (*Ticket, error) {
 	if err := checkVersion(d.V); err != nil {
 		return nil, err

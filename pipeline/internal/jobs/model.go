@@ -99,7 +99,8 @@ func WorkArgsOf(kind string) WorkArgs { return WorkArgs{JobKind: kind} }
 // pass, where Args' json.RawMessage cost a second scan and a copy of an
 // inline payload's base64 and ParseTicket a third pass (a 4 KiB inline
 // job's arguments decoded and parsed in 28 µs against 35, and half the
-// bytes allocated: BenchmarkDecodeArgs). Ticket.Check validates the ticket as ParseTicket does.
+// bytes allocated: BenchmarkDecodeArgs). Ticket.Check validates the
+// ticket as ParseTicket does.
 // Arguments whose ticket does not decode (a ticket of the wrong JSON
 // shape) fail River's decode; the worker then decodes them as Args and
 // keeps the ticket's bytes in Raw, whose ParseTicket error is the job's.
