@@ -218,6 +218,8 @@ func QueueKind(q string) string {
 	return q
 }
 
+// Unmarshal decodes a job's arguments (or output) b into v; errors name
+// what was being decoded.
 func Unmarshal(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("pipeline: decode job arguments: %w", err)

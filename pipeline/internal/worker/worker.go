@@ -134,7 +134,7 @@ func (m *undecodable) Work(ctx context.Context, row *rivertype.JobRow, doInner f
 		return err
 	}
 	var args jobs.Args
-	if json.Unmarshal(row.EncodedArgs, &args) != nil {
+	if jobs.Unmarshal(row.EncodedArgs, &args) != nil {
 		return err
 	}
 	return m.w.Work(ctx, &river.Job[jobs.WorkArgs]{JobRow: row, Args: jobs.WorkArgs{
