@@ -36,7 +36,11 @@ status=0
 CLAIMCHECK_TEST_CHAOS=1 go test -race -count=1 -timeout 10m -v "${run[@]}" ./pipeline ./internal/cli >"$log" 2>&1 || status=$?
 grep -E '^(--- (FAIL|PASS|SKIP)|FAIL|ok )' "$log" || true
 if [ "$status" -ne 0 ]; then
-	grep -E '^\s+[a-z_0-9]+_test\.go:[0-9]+: |panic' "$log" | tail -60 || true
+	# The tests' messages with their continuation lines (a failed
+	# process's output follows its message), the last 200 lines of them.
+	awk '/^[[:space:]]+[a-z_0-9]+_test\.go:[0-9]+: |panic/ { on = 1; print; next }
+		on && /^[[:space:]]/ && !/^[[:space:]]*(---|===) / { print; next }
+		{ on = 0 }' "$log" | tail -200 || true
 fi
 echo
 printf '%-24s %6s %6s %6s %6s %8s\n' trial jobs lost dups dead recover_s

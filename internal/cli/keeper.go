@@ -130,8 +130,12 @@ func newKeyText() (string, error) {
 // encodeKey writes a key as key files and base64key:// hold it.
 func encodeKey(key []byte) string { return base64.URLEncoding.EncodeToString(key) }
 
-// createKeyFile writes a new random key atomically (O_EXCL: two processes
-// starting at once do not make two keys) with mode 0600.
+// createKeyFile writes a new random key with mode 0600, so that path
+// appears with the key already in it: the key goes to a temporary file in
+// dir, synced, which is then hard-linked to path. The link fails when path
+// exists, so two processes starting at once do not make two keys, and the
+// one that lost reads the winner's whole key (a file created in place with
+// O_EXCL was visible, empty, until its maker wrote it: "key is 0 bytes").
 func createKeyFile(dir, path string) ([]byte, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create key directory %s: %v", dir, unwrapPath(err))
@@ -141,23 +145,35 @@ func createKeyFile(dir, path string) ([]byte, error) {
 		return nil, err
 	}
 	enc := []byte(text + "\n")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return os.ReadFile(path) // another process made it first
-	}
+	f, err := os.CreateTemp(dir, ".new-key-*")
 	if err != nil {
-		return nil, fmt.Errorf("create key file %s: %v", path, unwrapPath(err))
+		return nil, fmt.Errorf("create key file in %s: %v", dir, unwrapPath(err))
 	}
+	defer os.Remove(f.Name())
 	if _, err := f.Write(enc); err != nil {
 		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("write key file %s: %v", path, err)
+		return nil, fmt.Errorf("write key file %s: %v", path, unwrapPath(err))
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("sync key file %s: %v", path, err)
+		return nil, fmt.Errorf("sync key file %s: %v", path, unwrapPath(err))
 	}
-	return enc, f.Close()
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write key file %s: %v", path, unwrapPath(err))
+	}
+	if err := os.Link(f.Name(), path); errors.Is(err, os.ErrExist) {
+		return os.ReadFile(path) // another process made it first, whole
+	} else if err != nil {
+		return nil, fmt.Errorf("create key file %s: %v", path, unwrapPath(err))
+	}
+	if d, err := os.Open(dir); err == nil {
+		err = d.Sync() // the new name survives a crash
+		d.Close()
+		if err != nil {
+			return nil, fmt.Errorf("sync key directory %s: %v", dir, unwrapPath(err))
+		}
+	}
+	return enc, nil
 }
 
 // deploymentHolds says what sealed data the deployment already holds, ""

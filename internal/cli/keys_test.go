@@ -179,3 +179,46 @@ func TestLibraryProducerCommandWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyFileCreatedOnce: many callers making the key file of a fresh data
+// directory at once (producers started together: the idempotency fault
+// trial's eight) all get the one key it holds. A caller that lost the race
+// to create the file read it before its maker had written the key (empty:
+// "does not hold 32 bytes"): the file must appear with its key in it.
+func TestKeyFileCreatedOnce(t *testing.T) {
+	t.Parallel()
+	const callers = 16
+	for round := range 40 {
+		data := t.TempDir()
+		keys := make([][]byte, callers)
+		errs := make([]error, callers)
+		start := make(chan struct{})
+		done := make(chan struct{})
+		for i := range callers {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				<-start
+				keys[i], errs[i] = localKey(data, keyFileName, nil)
+			}()
+		}
+		close(start)
+		for range callers {
+			<-done
+		}
+		for i := range callers {
+			if errs[i] != nil {
+				t.Fatalf("round %d, caller %d: %v", round, i, errs[i])
+			}
+			if !bytes.Equal(keys[i], keys[0]) {
+				t.Fatalf("round %d: callers got different keys", round)
+			}
+		}
+		entries, err := os.ReadDir(filepath.Join(data, "keys"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 {
+			t.Fatalf("round %d: keys directory holds %d files, want the key file alone", round, len(entries))
+		}
+	}
+}
