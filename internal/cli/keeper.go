@@ -82,9 +82,13 @@ func localKey(data, name string, mayCreate func() (string, error)) ([]byte, erro
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if err := refuseNewKey(path, mayCreate); err != nil {
-			return nil, err
-		}
-		if raw, err = createKeyFile(dir, path); err != nil {
+			// A process started at the same moment may have made the key,
+			// and recorded it, since the read above: use its key.
+			var rerr error
+			if raw, rerr = os.ReadFile(path); rerr != nil {
+				return nil, err
+			}
+		} else if raw, err = createKeyFile(dir, path); err != nil {
 			return nil, err
 		}
 	} else if err != nil {

@@ -222,3 +222,33 @@ func TestKeyFileCreatedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyFileMadeWhileChecked: a process that finds no key file asks what
+// the deployment holds; another process started with it may meanwhile
+// make the key file and record its key, so that the answer is "sealed data"
+// although the key file is now there. The key in the file is used, not
+// refused as missing.
+func TestKeyFileMadeWhileChecked(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	var made []byte
+	mayCreate := func() (string, error) {
+		var err error
+		made, err = createKeyFile(filepath.Join(data, "keys"), keyFilePath(data)) // the other process
+		if err != nil {
+			return "", err
+		}
+		return "its job database records key id 1", nil
+	}
+	key, err := localKey(data, keyFileName, mayCreate)
+	if err != nil {
+		t.Fatalf("the key file made during the check: %v", err)
+	}
+	want, err := claimcheck.DecodeLocalKey(string(made))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(key, want) {
+		t.Fatal("not the key the other process made")
+	}
+}
