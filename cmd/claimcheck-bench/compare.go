@@ -91,8 +91,9 @@ judged against the project's goals (file check-in ≥ 0.85 × min(SHA-256,
 disk) from a file and from a stream, S3 check-in ≥ 0.9 × PutObject, claim
 into a file on S3 ≥ 0.9 × GetObject into a file + SHA-256, verified Open ≥
 0.8 and OpenStream ≥ 0.95 × their references), and each case's peak RssAnon
-(VmHWM beside it) against 64 MiB at every size, flat within 8 MiB. The data directory's disk must hold the largest size four times over
-on the default file store, twice on another.`
+(VmHWM beside it) against 64 MiB at every size, flat within 8 MiB. The
+data directory's disk must hold the largest size four times over on the
+default file store, twice on another.`
 	b.Flags().BoolVar(&o.compare, "compare", false, "compare claimcheck with the plain references on the store, in this run: SHA-256 and the disk (file://), the AWS SDK's PutObject and GetObject into a file, into a file + SHA-256 (and fsynced first) and into io.Discard (s3://); each ratio per round with its median and min–max, and the load average (default sizes 64MiB, 512MiB, 1GiB; --rounds default 3)")
 	b.Flags().StringVar(&o.profile, "cpuprofile-dir", "", "with --compare, write CPU profiles (go tool pprof) of the first round of each claimcheck case into this directory: file-512MiB-checkin.pprof, -checkin-stream, -checkin-enc, -open, -open-enc, -stream, -stream-enc, -claimfile, -claimfile-enc (s3-… on S3)")
 	b.Flags().BoolVar(&o.noSDK, "no-sdk-baseline", false, "on an s3:// store, skip the plain AWS SDK upload and download that claimcheck is compared with")
