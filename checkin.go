@@ -235,7 +235,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		objTemp, dst, what = f, wf, "object file in the file store"
 		defer func() { removeTemp(objTemp) }() // nil once committed or handed on
 		if s.seal != nil {
-			if sealed, err = s.seal.newSealWriter(wf, tenant); err != nil {
+			if sealed, err = s.seal.newSealWriter(wf, tenant, fileSize(file, fileOff, isFile)); err != nil {
 				return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
 			}
 			dst = sealed
@@ -456,7 +456,7 @@ func (s *Store) objectMeta(ctx context.Context, t *Ticket, sealed *sealWriter) (
 		dek, err = s.seal.wrap(ctx, sealed.h, associatedData(t.Tenant, t.Key))
 		meta[metaSeal] = sealV2
 	} else {
-		aead, dek, err = s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key))
+		aead, dek, err = s.seal.newDataKey(ctx, associatedData(t.Tenant, t.Key), t.Size)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("claimcheck: check in %s%s: %w", t, s.seal.underKeyID(), err)
@@ -580,6 +580,20 @@ func regularFile(r io.Reader) (*os.File, int64, bool) {
 		return nil, 0, false
 	}
 	return f, off, true
+}
+
+// fileSize is the number of bytes of the regular file f from off (as
+// regularFile returned them), or -1 when the payload is not a regular
+// file or its size cannot be read.
+func fileSize(f *os.File, off int64, isFile bool) int64 {
+	if !isFile {
+		return -1
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return -1
+	}
+	return max(fi.Size()-off, 0)
 }
 
 // errFileChanged is a check-in's error when the payload, a regular file

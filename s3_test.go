@@ -651,3 +651,33 @@ func TestS3ConcurrentMultipartConflict(t *testing.T) {
 		t.Fatalf("the losing check-in left %d multipart uploads open", len(u))
 	}
 }
+
+// TestS3SealSegmentSize: on S3 a payload is encrypted once it is hashed,
+// its size known: at most 1 MiB is sealed with 4 KiB segments (no 1 MiB
+// segment buffers on its check-in and claims), more with 1 MiB segments.
+// Each object holds the ciphertext of that segment size and is claimed
+// back exactly.
+func TestS3SealSegmentSize(t *testing.T) {
+	t.Parallel()
+	b := setupS3(t, &claimcheck.Options{Keeper: newKeeper(t), AlwaysOffload: true})
+	for i, tc := range []struct {
+		size, seg int
+	}{{100 << 10, 4 << 10}, {1 << 20, 4 << 10}, {1<<20 + 1, 1 << 20}} {
+		data := randomBytes(tc.size, uint64(1000+i))
+		tk, err := b.store.CheckIn(b.ctx, b.tenant, bytes.NewReader(data), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := b.client.HeadObject(b.ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: &tk.Key})
+		if err != nil {
+			t.Fatalf("HeadObject: %v", err)
+		}
+		if want := int64(sealedSizeSegments(tc.size, tc.seg)); aws.ToInt64(head.ContentLength) != want {
+			t.Fatalf("%d bytes: object is %d bytes, want %d (%d-byte segments)", tc.size, aws.ToInt64(head.ContentLength), want, tc.seg)
+		}
+		got, err := readAllOpen(b.ctx, b.store, tk)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: claimed %d bytes, %v", tc.size, len(got), err)
+		}
+	}
+}

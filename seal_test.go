@@ -993,3 +993,70 @@ func claimAll(t *testing.T, s *claimcheck.Store, tk *claimcheck.Ticket) string {
 	}
 	return string(b)
 }
+
+// sealedSizeSegments is sealedSize for Tink's AES256-GCM-HKDF streaming
+// AEAD with seg-byte ciphertext segments.
+func sealedSizeSegments(n, seg int) int {
+	const header, tag = 40, 16
+	segments := 1
+	if first := seg - header - tag; n > first {
+		segments += (n - first + seg - tag - 1) / (seg - tag)
+	}
+	return header + n + tag*segments
+}
+
+// TestSealSegmentSize: on the file store, a payload known to be at most
+// 1 MiB before it is encrypted (a regular file) is sealed with 4 KiB
+// segments, so that its check-in and claims do not allocate Tink's two
+// 1 MiB segment buffers; a larger one, and a stream (encrypted as it is
+// read, its size unknown), with 1 MiB segments. Each is claimed back
+// exactly. (Stores written through a bucket writer encrypt once the
+// payload is hashed, its size known: TestS3SealSegmentSize.)
+func TestSealSegmentSize(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &claimcheck.Options{Keeper: newKeeper(t), AlwaysOffload: true})
+	for i, tc := range []struct {
+		name   string
+		size   int
+		asFile bool
+		seg    int
+	}{
+		{"File100KiB", 100 << 10, true, 4 << 10},
+		{"File1MiB", 1 << 20, true, 4 << 10},
+		{"File1MiBPlus1", 1<<20 + 1, true, 1 << 20},
+		{"Stream100KiB", 100 << 10, false, 1 << 20},
+		{"Stream1MiBPlus1", 1<<20 + 1, false, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := randomBytes(tc.size, uint64(i)) // distinct bytes: no case reuses another's object
+			var tk *claimcheck.Ticket
+			if tc.asFile {
+				path := filepath.Join(t.TempDir(), "payload")
+				if err := os.WriteFile(path, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if tk, err = b.store.CheckIn(b.ctx, "acme", f, nil); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tk = b.checkIn(t, "acme", data, nil)
+			}
+			stored, err := os.ReadFile(b.objectPath(tk.Key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := sealedSizeSegments(tc.size, tc.seg); len(stored) != want {
+				t.Fatalf("object is %d bytes, want %d (%d-byte segments)", len(stored), want, tc.seg)
+			}
+			got, err := readAllOpen(b.ctx, b.store, tk)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("claimed %d bytes, %v; want the %d checked in", len(got), err, len(data))
+			}
+		})
+	}
+}
