@@ -176,7 +176,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 	}
 
 	h := newDigester(s.keys.tenantMAC(tenant))
-	file, fileOff, isFile := regularFile(r) // before anything is read: where the payload starts
+	file, fileOff, fileSize, isFile := regularFile(r) // before anything is read: where the payload starts, its size (-1: not a file)
 	src := &countingReader{r: r, progress: opts.Progress}
 	t := &Ticket{Version: TicketVersion, Tenant: tenant, ContentType: opts.ContentType, Created: time.Now().UTC()}
 
@@ -235,7 +235,7 @@ func (s *Store) checkInTicket(ctx context.Context, tenant string, r io.Reader, o
 		objTemp, dst, what = f, wf, "object file in the file store"
 		defer func() { removeTemp(objTemp) }() // nil once committed or handed on
 		if s.seal != nil {
-			if sealed, err = s.seal.newSealWriter(wf, tenant, fileSize(file, fileOff, isFile)); err != nil {
+			if sealed, err = s.seal.newSealWriter(wf, tenant, fileSize); err != nil {
 				return nil, fmt.Errorf("claimcheck: check in tenant=%s: %w", tenant, err)
 			}
 			dst = sealed
@@ -563,37 +563,25 @@ func (s *Store) tooLarge(tenant string, err error) error {
 // instruction where there is one).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// regularFile returns r as a regular file and the offset it is read from,
-// when it is one (an *os.File whose Stat is a regular file, seekable):
-// its bytes can then be read again (rereadFile) instead of spooled.
-func regularFile(r io.Reader) (*os.File, int64, bool) {
-	f, ok := r.(*os.File)
-	if !ok || f == nil {
-		return nil, 0, false
+// regularFile returns r as a regular file, the offset it is read from
+// and its size in bytes from there (as Stat saw it before anything was
+// read), when it is one (an *os.File whose Stat is a regular file,
+// seekable): its bytes can then be read again (rereadFile) instead of
+// spooled. Otherwise ok is false and size is -1.
+func regularFile(r io.Reader) (f *os.File, off, size int64, ok bool) {
+	f, isFile := r.(*os.File)
+	if !isFile || f == nil {
+		return nil, 0, -1, false
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		return nil, 0, false
+		return nil, 0, -1, false
 	}
-	off, err := f.Seek(0, io.SeekCurrent)
+	off, err = f.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return nil, 0, false
+		return nil, 0, -1, false
 	}
-	return f, off, true
-}
-
-// fileSize is the number of bytes of the regular file f from off (as
-// regularFile returned them), or -1 when the payload is not a regular
-// file or its size cannot be read.
-func fileSize(f *os.File, off int64, isFile bool) int64 {
-	if !isFile {
-		return -1
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return -1
-	}
-	return max(fi.Size()-off, 0)
+	return f, off, max(fi.Size()-off, 0), true
 }
 
 // errFileChanged is a check-in's error when the payload, a regular file
