@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -485,6 +484,29 @@ func TestClaimUpTo1MiBInMemory(t *testing.T) {
 	}
 }
 
+// claimVerifyRead is a worker's claim of tk: Claim, Verify (decrypt,
+// check size and SHA-256), then Open read to the end, as Store.Run and a
+// handler do.
+func (s *testBundle) claimVerifyRead(b testing.TB, tk *claimcheck.Ticket) {
+	b.Helper()
+	p, err := s.store.Claim(tk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Verify(s.ctx); err != nil {
+		b.Fatal(err)
+	}
+	r, err := p.Open(s.ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkClaimInline is a worker's claim of a sealed inline payload:
 // Claim, Verify (decrypt, check size and SHA-256), then Open read to the
 // end, as Store.Run and a handler do.
@@ -503,22 +525,7 @@ func BenchmarkClaimInline(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err := s.store.Claim(tk)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := p.Verify(s.ctx); err != nil {
-					b.Fatal(err)
-				}
-				r, err := p.Open(s.ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.Copy(io.Discard, r); err != nil {
-					b.Fatal(err)
-				}
-				r.Close()
-				p.Close()
+				s.claimVerifyRead(b, tk)
 			}
 		})
 	}
@@ -532,15 +539,7 @@ func BenchmarkSealedObject(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 512 << 10} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
 			s := setup(b, &claimcheck.Options{Keeper: newKeeper(b), AlwaysOffload: true})
-			path := filepath.Join(b.TempDir(), "payload")
-			if err := os.WriteFile(path, randomBytes(size, 7), 0o600); err != nil {
-				b.Fatal(err)
-			}
-			f, err := os.Open(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
+			f := payloadFile(b, nil, randomBytes(size, 7))
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -551,22 +550,7 @@ func BenchmarkSealedObject(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				p, err := s.store.Claim(tk)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := p.Verify(s.ctx); err != nil {
-					b.Fatal(err)
-				}
-				r, err := p.Open(s.ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.Copy(io.Discard, r); err != nil {
-					b.Fatal(err)
-				}
-				r.Close()
-				p.Close()
+				s.claimVerifyRead(b, tk)
 			}
 		})
 	}

@@ -29,7 +29,7 @@ func breakSpool(t *testing.T, spool string) {
 
 // payloadFile writes prefix+data to a file of its own and returns it
 // open for reading at len(prefix), where the payload starts.
-func payloadFile(t *testing.T, prefix, data []byte) *os.File {
+func payloadFile(t testing.TB, prefix, data []byte) *os.File {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "payload")
 	if err := os.WriteFile(path, append(append([]byte(nil), prefix...), data...), 0o600); err != nil {

@@ -1031,16 +1031,8 @@ func TestSealSegmentSize(t *testing.T) {
 			data := randomBytes(tc.size, uint64(i)) // distinct bytes: no case reuses another's object
 			var tk *claimcheck.Ticket
 			if tc.asFile {
-				path := filepath.Join(t.TempDir(), "payload")
-				if err := os.WriteFile(path, data, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				f, err := os.Open(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				if tk, err = b.store.CheckIn(b.ctx, "acme", f, nil); err != nil {
+				var err error
+				if tk, err = b.store.CheckIn(b.ctx, "acme", payloadFile(t, nil, data), nil); err != nil {
 					t.Fatal(err)
 				}
 			} else {
